@@ -1,0 +1,208 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"nodehub/hub/certs"
+	"nodehub/hub/remote"
+)
+
+// options are the command line, with YurtHub's flag names where YurtHub has one.
+type options struct {
+	serverAddr        string
+	nodeName          string
+	nodePoolName      string
+	bindAddress       string
+	servePort         int
+	bindProxyAddress  string
+	proxyPort         int
+	diskCachePath     string
+	rootDir           string
+	lbMode            string
+	hbInterval        int
+	hbFailedRetry     int
+	hbHealthy         int
+	hbTimeout         int
+	kubeletGrace      time.Duration
+	bootstrapMode     string
+	kubeletKubeconfig string
+	clientCert        string
+	clientKey         string
+	caFile            string
+	verbosity         int
+	profiling         bool
+	version           bool
+
+	// ignored collects the YurtHub flags that were set but nodehub does not implement yet.
+	ignored []string
+}
+
+// notYet are YurtHub (and klog) flags a YurtHub manifest may carry that nodehub accepts and ignores
+// with a warning. The value says whether the flag is boolean.
+var notYet = map[string]bool{
+	"proxy-secure-port": false, "namespace": false, "hub-cert-organizations": false,
+	"gc-frequency": false, "max-requests-in-flight": false, "join-token": false,
+	"bootstrap-file": false, "enable-dummy-if": true, "enable-iptables": true,
+	"dummy-if-ip": false, "dummy-if-name": false, "enable-resource-filter": true,
+	"disabled-resource-filters": false, "working-mode": false, "enable-node-pool": true,
+	"min-request-timeout": false, "discovery-token-ca-cert-hash": false,
+	"discovery-token-unsafe-skip-ca-verification": true, "enable-coordinator": true,
+	"coordinator-server-addr": false, "coordinator-storage-prefix": false,
+	"coordinator-storage-addr": false, "leader-elect": true, "leader-elect-lease-duration": false,
+	"leader-elect-renew-deadline": false, "leader-elect-retry-period": false,
+	"leader-elect-resource-lock": false, "leader-elect-resource-name": false,
+	"leader-elect-resource-namespace": false, "enable-pool-service-topology": true,
+	"access-server-through-hub": true, "cache-agents": false, "host-control-plane-address": false,
+	"yurt-hub-host": false, "yurt-hub-port": false, "yurt-hub-proxy-host": false,
+	"yurt-hub-proxy-port": false, "yurt-hub-proxy-secure-port": false, "cert-mgr-mode": false,
+	"kubelet-ca-file": false, "kubelet-client-certificate": false,
+	// klog's flags, which YurtHub inherits
+	"logtostderr": true, "alsologtostderr": true, "log-dir": false, "log-file": false,
+	"log-file-max-size": false, "skip-log-headers": true, "add-dir-header": true,
+	"one-output": true, "skip-headers": true, "stderrthreshold": false, "vmodule": false,
+	"log-backtrace-at": false, "log-flush-frequency": false,
+}
+
+// ignoredFlag accepts any value and remembers that the flag was set.
+type ignoredFlag struct {
+	name   string
+	isBool bool
+	o      *options
+}
+
+func (f *ignoredFlag) String() string { return "" }
+func (f *ignoredFlag) Set(string) error {
+	f.o.ignored = append(f.o.ignored, f.name)
+	return nil
+}
+func (f *ignoredFlag) IsBoolFlag() bool { return f.isBool }
+
+// errHelp is returned for -h/--help after the usage was printed.
+var errHelp = flag.ErrHelp
+
+// parseFlags reads the command line. Errors are one line naming the flag and the reason.
+func parseFlags(args []string, usageOut io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("nodehub", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.serverAddr, "server-addr", "", "cloud kube-apiserver addresses, comma separated (https://host:port; https when no scheme)")
+	fs.StringVar(&o.nodeName, "node-name", "", "name of this node (default: the host name, lower-cased)")
+	fs.StringVar(&o.nodePoolName, "nodepool-name", "", "name of this node's node pool")
+	fs.StringVar(&o.bindAddress, "bind-address", "127.0.0.1", "address of the hub's own endpoints (healthz, readyz, metrics)")
+	fs.IntVar(&o.servePort, "serve-port", 10267, "port of the hub's own endpoints")
+	fs.StringVar(&o.bindProxyAddress, "bind-proxy-address", "127.0.0.1", "address of the plain-HTTP proxy port node clients use")
+	fs.IntVar(&o.proxyPort, "proxy-port", 10261, "plain-HTTP proxy port")
+	fs.StringVar(&o.diskCachePath, "disk-cache-path", "/etc/kubernetes/cache/", "directory of the local cache")
+	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/nodehub", "directory of the hub's own files (pki, lock)")
+	fs.StringVar(&o.lbMode, "lb-mode", remote.RoundRobin, "load balancing over cloud servers: rr or priority")
+	fs.IntVar(&o.hbInterval, "heartbeat-interval-seconds", 10, "seconds between heartbeats to each cloud server")
+	fs.IntVar(&o.hbFailedRetry, "heartbeat-failed-retry", 3, "consecutive failed heartbeats that make a server unhealthy")
+	fs.IntVar(&o.hbHealthy, "heartbeat-healthy-threshold", 2, "consecutive good heartbeats that make a server healthy again")
+	fs.IntVar(&o.hbTimeout, "heartbeat-timeout-seconds", 2, "timeout of one heartbeat (and of connecting to a server)")
+	fs.DurationVar(&o.kubeletGrace, "kubelet-health-grace-period", 40*time.Second, "stop renewing the node lease when kubelet sent no lease request for this long")
+	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", certs.ModeKubeletCertificate, "where the node's credentials come from: kubeletcertificate (kubelet's client certificate and CA)")
+	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", certs.KubeletKubeconfig, "kubelet's kubeconfig, read for its CA and client certificate in kubeletcertificate mode")
+	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may also hold the key); overrides the bootstrap mode")
+	fs.StringVar(&o.clientKey, "client-key", "", "node client key PEM (default: --client-cert)")
+	fs.StringVar(&o.caFile, "ca-file", "", "cluster CA PEM; overrides the bootstrap mode")
+	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
+	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	for name, isBool := range notYet {
+		fs.Var(&ignoredFlag{name: name, isBool: isBool, o: o}, name, "accepted for YurtHub compatibility; not implemented yet")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(usageOut)
+			fmt.Fprintln(usageOut, "Usage: nodehub [flags]")
+			fs.PrintDefaults()
+			return nil, errHelp
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: nodehub takes flags only", fs.Arg(0))
+	}
+	if o.version {
+		return o, nil
+	}
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	if o.nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-name: not set and the host name is unknown: %v", err)
+		}
+		o.nodeName = strings.ToLower(h)
+	}
+	if strings.ContainsAny(o.nodeName, "/ ") {
+		return fmt.Errorf("--node-name: %q is not a valid node name", o.nodeName)
+	}
+	if len(o.servers()) == 0 {
+		return errors.New("--server-addr: required (the cloud kube-apiserver addresses)")
+	}
+	for _, s := range o.servers() {
+		if _, err := remote.ParseServerAddr(s); err != nil {
+			return fmt.Errorf("--server-addr: %v", err)
+		}
+	}
+	if o.lbMode != remote.RoundRobin && o.lbMode != remote.Priority {
+		return fmt.Errorf("--lb-mode: %q is not rr or priority", o.lbMode)
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"serve-port", o.servePort}, {"proxy-port", o.proxyPort}} {
+		if p.v < 1 || p.v > 65535 {
+			return fmt.Errorf("--%s: %d is not a port (1-65535)", p.name, p.v)
+		}
+	}
+	for _, a := range []struct{ name, v string }{{"bind-address", o.bindAddress}, {"bind-proxy-address", o.bindProxyAddress}} {
+		if net.ParseIP(a.v) == nil {
+			return fmt.Errorf("--%s: %q is not an IP address", a.name, a.v)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"heartbeat-interval-seconds", o.hbInterval}, {"heartbeat-failed-retry", o.hbFailedRetry}, {"heartbeat-healthy-threshold", o.hbHealthy}, {"heartbeat-timeout-seconds", o.hbTimeout}} {
+		if p.v < 1 {
+			return fmt.Errorf("--%s: %d must be at least 1", p.name, p.v)
+		}
+	}
+	if o.kubeletGrace <= 0 {
+		return fmt.Errorf("--kubelet-health-grace-period: %v must be positive", o.kubeletGrace)
+	}
+	switch o.bootstrapMode {
+	case certs.ModeKubeletCertificate:
+	case certs.ModeToken:
+		if o.clientCert == "" || o.caFile == "" {
+			return errors.New("--bootstrap-mode: token bootstrap is not implemented yet; use kubeletcertificate or --client-cert/--client-key/--ca-file")
+		}
+	default:
+		return fmt.Errorf("--bootstrap-mode: %q is not kubeletcertificate or token", o.bootstrapMode)
+	}
+	return nil
+}
+
+func (o *options) servers() []string {
+	var out []string
+	for _, s := range strings.Split(o.serverAddr, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

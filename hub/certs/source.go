@@ -1,0 +1,187 @@
+// Package certs provides the credentials nodehub presents to the cloud: the node's client
+// certificate and the cluster CA, read from files and re-read when the files change (kubelet
+// rotates its certificate in place).
+package certs
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// Bootstrap modes (--bootstrap-mode).
+const (
+	ModeKubeletCertificate = "kubeletcertificate"
+	ModeToken              = "token"
+)
+
+// Where kubelet keeps its credentials on a kubeadm-style node.
+const (
+	KubeletKubeconfig = "/etc/kubernetes/kubelet.conf"
+	KubeletClientPEM  = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+	KubeletCAFile     = "/etc/kubernetes/pki/ca.crt"
+)
+
+// ErrNotLoaded is returned while the client certificate or CA cannot be read.
+var ErrNotLoaded = errors.New("certs: credentials not loaded")
+
+// reloadEvery bounds how often the files are looked at again.
+const reloadEvery = 30 * time.Second
+
+// Files says where the node's credentials are. CertFile and KeyFile may name the same PEM file.
+// Data fields, when set, win over the files (embedded in a kubeconfig) and are never reloaded.
+type Files struct {
+	CertFile, KeyFile, CAFile string
+	CertData, KeyData, CAData []byte
+}
+
+// KubeletFiles finds kubelet's credentials: the client certificate and CA its kubeconfig names
+// (kubeconfig "" means KubeletKubeconfig), else the usual kubeadm paths. Explicit cert, key and
+// ca paths override what was found.
+func KubeletFiles(kubeconfig, cert, key, ca string) Files {
+	f := Files{CertFile: KubeletClientPEM, KeyFile: KubeletClientPEM, CAFile: KubeletCAFile}
+	if kubeconfig == "" {
+		kubeconfig = KubeletKubeconfig
+	}
+	if kc, err := LoadKubeconfig(kubeconfig); err == nil {
+		if len(kc.CA) > 0 {
+			f.CAFile, f.CAData = "", kc.CA
+		}
+		if kc.CertFile != "" {
+			f.CertFile, f.KeyFile = kc.CertFile, kc.KeyFile
+		}
+		if len(kc.CertData) > 0 {
+			f.CertData, f.KeyData = kc.CertData, kc.KeyData
+		}
+	}
+	if cert != "" {
+		f.CertFile, f.CertData = cert, nil
+		f.KeyFile = cert
+	}
+	if key != "" {
+		f.KeyFile, f.KeyData = key, nil
+	}
+	if ca != "" {
+		f.CAFile, f.CAData = ca, nil
+	}
+	return f
+}
+
+// Source serves the node's client certificate for TLS handshakes and the CA pool that verifies
+// the cloud. Safe for concurrent use.
+type Source struct {
+	files Files
+	now   func() time.Time
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	pool    *x509.CertPool
+	certMod time.Time
+	checked time.Time
+	err     error
+}
+
+// NewSource reads the credentials once; a failure is remembered (see Err) and retried later.
+func NewSource(f Files) *Source {
+	s := &Source{files: f, now: time.Now}
+	s.mu.Lock()
+	s.reloadLocked(true)
+	s.mu.Unlock()
+	return s
+}
+
+// Err is nil when a certificate and CA are loaded, else says what is missing.
+func (s *Source) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reloadLocked(false)
+	return s.err
+}
+
+// CAPool returns the cluster CA pool, or nil when it could not be read.
+func (s *Source) CAPool() *x509.CertPool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reloadLocked(false)
+	return s.pool
+}
+
+// Certificate returns the current client certificate.
+func (s *Source) Certificate() (*tls.Certificate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reloadLocked(false)
+	if s.cert == nil {
+		return nil, s.err
+	}
+	return s.cert, nil
+}
+
+// GetClientCertificate is a tls.Config.GetClientCertificate hook.
+func (s *Source) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return s.Certificate()
+}
+
+// reloadLocked re-reads the files when forced, when nothing is loaded yet, or when the certificate
+// file changed (looked at no more than once per reloadEvery).
+func (s *Source) reloadLocked(force bool) {
+	now := s.now()
+	if !force && now.Sub(s.checked) < reloadEvery {
+		return
+	}
+	s.checked = now
+	if s.pool == nil {
+		pool, err := s.loadCA()
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.pool = pool
+	}
+	if len(s.files.CertData) > 0 {
+		if s.cert == nil {
+			s.setCert(tls.X509KeyPair(s.files.CertData, s.files.KeyData))
+		}
+		return
+	}
+	st, err := os.Stat(s.files.CertFile)
+	if err != nil {
+		s.err = fmt.Errorf("%w: client certificate: %v", ErrNotLoaded, err)
+		return
+	}
+	if s.cert != nil && st.ModTime().Equal(s.certMod) {
+		return
+	}
+	s.certMod = st.ModTime()
+	s.setCert(tls.LoadX509KeyPair(s.files.CertFile, s.files.KeyFile))
+}
+
+func (s *Source) setCert(c tls.Certificate, err error) {
+	if err != nil {
+		s.err = fmt.Errorf("%w: client certificate: %v", ErrNotLoaded, err)
+		return // keep serving the previous certificate, if any
+	}
+	s.cert, s.err = &c, nil
+}
+
+func (s *Source) loadCA() (*x509.CertPool, error) {
+	data := s.files.CAData
+	if len(data) == 0 {
+		if s.files.CAFile == "" {
+			return nil, fmt.Errorf("%w: no CA file", ErrNotLoaded)
+		}
+		var err error
+		if data, err = os.ReadFile(s.files.CAFile); err != nil {
+			return nil, fmt.Errorf("%w: CA: %v", ErrNotLoaded, err)
+		}
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%w: CA %s holds no PEM certificate", ErrNotLoaded, s.files.CAFile)
+	}
+	return pool, nil
+}

@@ -1,0 +1,58 @@
+package hub
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+)
+
+// hubMux serves the hub's own endpoints on --bind-address:--serve-port.
+func (s *Server) hubMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "OK")
+	})
+	mux.HandleFunc("GET /v1/readyz", s.readyz)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = s.metrics.reg.WriteTo(w)
+	})
+	if s.cfg.Profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// readyz is 200 when the node's credentials are loaded and some cloud server answered once.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	var reasons []string
+	if err := s.cfg.Credentials.Err(); err != nil {
+		reasons = append(reasons, err.Error())
+	}
+	reached := false
+	for _, b := range s.balancer.Backends {
+		reached = reached || b.Reached()
+	}
+	if !reached {
+		msg := "no cloud server reached yet"
+		for _, b := range s.balancer.Backends {
+			if err := b.LastError(); err != nil {
+				msg += fmt.Sprintf("; %s: %v", b.Name, err)
+			}
+		}
+		reasons = append(reasons, msg)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if len(reasons) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, strings.Join(reasons, "\n"))
+		return
+	}
+	fmt.Fprintln(w, "OK")
+}

@@ -1,0 +1,91 @@
+package hub
+
+import (
+	"strconv"
+	"time"
+
+	"nodehub/hub/metrics"
+	"nodehub/hub/remote"
+	"nodehub/wire"
+)
+
+// hubMetrics are the hub's /metrics families.
+type hubMetrics struct {
+	reg           *metrics.Registry
+	healthy       *metrics.GaugeVec
+	upstreamReqs  *metrics.CounterVec
+	inflightGauge *metrics.GaugeVec
+	requests      *metrics.CounterVec
+	latency       *metrics.HistogramVec
+	cloudBytes    *metrics.CounterVec
+	leaseRenewals *metrics.CounterVec
+	inflight      inflightCounter
+}
+
+type inflightCounter struct{ g *metrics.GaugeVec }
+
+func (c inflightCounter) Add(d float64) { c.g.Add(d) }
+
+var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+func newHubMetrics(reg *metrics.Registry) *hubMetrics {
+	m := &hubMetrics{
+		reg:           reg,
+		healthy:       reg.NewGauge("nodehub_server_healthy", "Whether the cloud server is healthy (1) or not (0).", "server"),
+		upstreamReqs:  reg.NewCounter("nodehub_upstream_requests_total", "Requests sent to each cloud server, by result (ok: an HTTP answer came back; error: it did not).", "server", "result"),
+		inflightGauge: reg.NewGauge("nodehub_inflight_requests", "Requests being served on the proxy port."),
+		requests:      reg.NewCounter("nodehub_requests_total", "Requests served on the proxy port.", "verb", "resource", "component", "code"),
+		latency:       reg.NewHistogram("nodehub_request_duration_seconds", "Time to serve a request on the proxy port (watches and upgrades excluded).", latencyBuckets, "verb", "resource", "component"),
+		cloudBytes:    reg.NewCounter("nodehub_cloud_received_bytes_total", "Response body bytes received from the cloud.", "component", "resource"),
+		leaseRenewals: reg.NewCounter("nodehub_node_lease_renewals_total", "Renewals of the node lease in the cloud by result.", "result"),
+	}
+	m.inflight = inflightCounter{m.inflightGauge}
+	m.inflightGauge.Set(0)
+	return m
+}
+
+func (m *hubMetrics) serverHealth(b *remote.Backend, healthy bool) {
+	v := 0.0
+	if healthy {
+		v = 1
+	}
+	m.healthy.Set(v, b.Name)
+}
+
+func (m *hubMetrics) upstream(b *remote.Backend, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.upstreamReqs.Inc(b.Name, result)
+}
+
+func resourceLabel(ri *wire.RequestInfo) string {
+	if !ri.IsResource {
+		return "nonresource"
+	}
+	if ri.Subresource != "" {
+		return ri.Resource + "/" + ri.Subresource
+	}
+	return ri.Resource
+}
+
+func componentLabel(ri *wire.RequestInfo) string {
+	if ri.Component == "" {
+		return "unknown"
+	}
+	return ri.Component
+}
+
+func (m *hubMetrics) request(ri *wire.RequestInfo, code int, d time.Duration) {
+	res, comp := resourceLabel(ri), componentLabel(ri)
+	m.requests.Inc(ri.Verb, res, comp, strconv.Itoa(code))
+	if ri.Verb != wire.VerbWatch && code != 101 {
+		m.latency.Observe(d.Seconds(), ri.Verb, res, comp)
+	}
+}
+
+func (m *hubMetrics) cloudBytesFunc(ri *wire.RequestInfo) func(int) {
+	res, comp := resourceLabel(ri), componentLabel(ri)
+	return func(n int) { m.cloudBytes.Add(float64(n), comp, res) }
+}

@@ -1,0 +1,228 @@
+// Package remote sends requests to the cloud kube-apiservers: one Backend per server (its
+// transports and health), a Balancer that picks a healthy one per request, and a Checker that
+// keeps each server's health by heartbeat.
+package remote
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Identity says which credentials a forwarded request carries.
+type Identity int
+
+const (
+	// Passthrough sends the request with its own headers (a bearer token, or nothing) and verifies
+	// the server with the cluster CA only. It is the default: no request gets the node's
+	// certificate unless the hub says so.
+	Passthrough Identity = iota
+	// Node presents the node's client certificate.
+	Node
+)
+
+type identityKey struct{}
+
+// WithIdentity returns a context whose requests the Balancer sends with identity id.
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityOf returns the identity recorded by WithIdentity (Passthrough when none).
+func IdentityOf(ctx context.Context) Identity {
+	id, _ := ctx.Value(identityKey{}).(Identity)
+	return id
+}
+
+// Credentials gives a Backend what it needs for TLS. certs.Source implements it.
+type Credentials interface {
+	CAPool() *x509.CertPool
+	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+}
+
+// Backend is one cloud kube-apiserver.
+type Backend struct {
+	// URL is the server's scheme://host:port.
+	URL *url.URL
+	// Name is host:port, used in logs and metrics.
+	Name string
+
+	creds       Credentials
+	dialTimeout time.Duration
+
+	mu         sync.Mutex
+	transports [4]*http.Transport // [identity*2 + upgrade]
+
+	health health
+}
+
+// NewBackend parses a server address ("host:port" means https) and prepares a backend for it.
+func NewBackend(addr string, creds Credentials, dialTimeout time.Duration) (*Backend, error) {
+	u, err := ParseServerAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{URL: u, Name: u.Host, creds: creds, dialTimeout: dialTimeout}
+	b.health.init()
+	return b, nil
+}
+
+// ParseServerAddr reads one --server-addr entry: https://host:port, http://host:port, or host:port
+// (https). The port defaults to 443 for https and 80 for http.
+func ParseServerAddr(addr string) (*url.URL, error) {
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		return nil, errors.New("empty server address")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "https://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return nil, errors.New("scheme must be https or http: " + addr)
+	}
+	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return nil, errors.New("want scheme://host:port: " + addr)
+	}
+	if u.Port() == "" {
+		port := "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+		u.Host = net.JoinHostPort(u.Hostname(), port)
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
+}
+
+// ErrNoCredentials is returned while the cluster CA (or, for the node identity, the client
+// certificate) is not available.
+var ErrNoCredentials = errors.New("remote: cluster credentials not loaded")
+
+// RoundTrip sends req to this server with the given identity. It does not alter req: the URL is
+// rewritten on a shallow copy.
+func (b *Backend) RoundTrip(id Identity, req *http.Request) (*http.Response, error) {
+	upgrade := isUpgrade(req)
+	t, err := b.transport(id, upgrade)
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	out := *req
+	u := *req.URL
+	u.Scheme, u.Host = b.URL.Scheme, b.URL.Host
+	out.URL, out.Host = &u, ""
+	return t.RoundTrip(&out)
+}
+
+func (b *Backend) transport(id Identity, upgrade bool) (*http.Transport, error) {
+	i := int(id) * 2
+	if upgrade {
+		i++
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.transports[i]; t != nil {
+		return t, nil
+	}
+	var tlsCfg *tls.Config
+	if b.URL.Scheme == "https" {
+		pool := b.creds.CAPool()
+		if pool == nil {
+			return nil, ErrNoCredentials
+		}
+		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		if id == Node {
+			tlsCfg.GetClientCertificate = b.creds.GetClientCertificate
+		}
+	}
+	t := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: b.dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsCfg,
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// Bodies pass through as the cloud sent them; a client that asked for gzip gets gzip.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  !upgrade,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+	}
+	if upgrade {
+		// SPDY and WebSocket upgrades (exec, attach, port-forward) need HTTP/1.1.
+		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	b.transports[i] = t
+	return t, nil
+}
+
+// CloseIdle closes idle connections of every transport (after a failure, so the next request dials
+// afresh instead of reusing a dead connection).
+func (b *Backend) CloseIdle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.transports {
+		if t != nil {
+			t.CloseIdleConnections()
+		}
+	}
+}
+
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header.Get("Connection"), "upgrade")
+}
+
+func headerHasToken(v, token string) bool {
+	for _, t := range strings.Split(v, ",") {
+		if strings.EqualFold(strings.TrimSpace(t), token) {
+			return true
+		}
+	}
+	return false
+}
+
+// health is a backend's state as the checker and the proxied requests see it.
+type health struct {
+	healthy atomic.Bool
+	reached atomic.Bool
+	kick    chan struct{}
+
+	mu         sync.Mutex
+	fails, oks int
+	lastErr    error
+	// onChange is the checker's hook for changes that MarkSuspect makes.
+	onChange func(b *Backend, healthy bool, err error)
+}
+
+func (h *health) init() {
+	h.healthy.Store(true) // optimistic until the first heartbeat says otherwise
+	h.kick = make(chan struct{}, 1)
+}
+
+// Healthy reports whether the balancer may pick this server.
+func (b *Backend) Healthy() bool { return b.health.healthy.Load() }
+
+// Reached reports whether the server ever answered a heartbeat.
+func (b *Backend) Reached() bool { return b.health.reached.Load() }
+
+// LastError is the error of the last failed heartbeat or request (nil after a success).
+func (b *Backend) LastError() error {
+	b.health.mu.Lock()
+	defer b.health.mu.Unlock()
+	return b.health.lastErr
+}

@@ -1,0 +1,150 @@
+// Package hub is nodehub's servers and routing: the proxy port node clients talk to, the hub's
+// own endpoints, and the wiring of the remote backends, their health checking and the node lease.
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"time"
+
+	"nodehub/hub/certs"
+	"nodehub/hub/metrics"
+	"nodehub/hub/remote"
+)
+
+// Config is everything the hub needs, filled from flags by main.
+type Config struct {
+	NodeName     string
+	NodePoolName string
+	Servers      []string
+	LBMode       string
+
+	// ProxyAddr is host:port of the plain-HTTP proxy port; HubAddr of the hub's own endpoints.
+	ProxyAddr, HubAddr string
+
+	HeartbeatInterval  time.Duration
+	HeartbeatTimeout   time.Duration
+	HeartbeatFailed    int
+	HeartbeatHealthy   int
+	KubeletGracePeriod time.Duration
+
+	Credentials *certs.Source
+	Profiling   bool
+	Log         *slog.Logger
+}
+
+// Server is a running hub. Build it with New, start it with Run.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	balancer *remote.Balancer
+	checker  *remote.Checker
+	lease    *NodeLease
+	proxy    *httputil.ReverseProxy
+	metrics  *hubMetrics
+
+	mu        sync.Mutex
+	listeners []net.Listener
+}
+
+// New checks the configuration and prepares the servers; nothing listens until Run.
+func New(cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if len(cfg.Servers) == 0 {
+		return nil, errors.New("hub: no cloud server")
+	}
+	s := &Server{cfg: cfg, log: cfg.Log}
+	reg := metrics.NewRegistry()
+	s.metrics = newHubMetrics(reg)
+	backends := make([]*remote.Backend, 0, len(cfg.Servers))
+	for _, addr := range cfg.Servers {
+		b, err := remote.NewBackend(addr, cfg.Credentials, cfg.HeartbeatTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("hub: server %q: %w", addr, err)
+		}
+		backends = append(backends, b)
+	}
+	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream}
+	s.lease = NewNodeLease(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
+	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
+	s.checker = &remote.Checker{
+		Probe:            s.lease.Heartbeat,
+		Interval:         cfg.HeartbeatInterval,
+		Timeout:          cfg.HeartbeatTimeout,
+		FailedRetry:      cfg.HeartbeatFailed,
+		HealthyThreshold: cfg.HeartbeatHealthy,
+		OnChange:         s.metrics.serverHealth,
+		Log:              cfg.Log,
+	}
+	s.proxy = s.newReverseProxy()
+	return s, nil
+}
+
+// Run listens on the proxy and hub ports and serves until ctx ends, then shuts the servers down.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	servers := []struct {
+		name, addr string
+		h          http.Handler
+	}{
+		{"proxy", s.cfg.ProxyAddr, http.HandlerFunc(s.serveProxy)},
+		{"hub", s.cfg.HubAddr, s.hubMux()},
+	}
+	errc := make(chan error, len(servers))
+	var httpServers []*http.Server
+	for _, sv := range servers {
+		ln, err := net.Listen("tcp", sv.addr)
+		if err != nil {
+			return fmt.Errorf("hub: %s port: %w", sv.name, err)
+		}
+		s.mu.Lock()
+		s.listeners = append(s.listeners, ln)
+		s.mu.Unlock()
+		hs := &http.Server{
+			Handler:           sv.h,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       90 * time.Second,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+			BaseContext:       func(net.Listener) context.Context { return ctx },
+		}
+		httpServers = append(httpServers, hs)
+		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
+		go func() { errc <- hs.Serve(ln) }()
+	}
+	go s.checker.Run(ctx, s.balancer.Backends)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	for _, hs := range httpServers {
+		_ = hs.Shutdown(shutdownCtx)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Addrs returns the addresses the servers listen on (proxy first), once Run has bound them.
+func (s *Server) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]net.Addr, len(s.listeners))
+	for i, ln := range s.listeners {
+		out[i] = ln.Addr()
+	}
+	return out
+}

@@ -1,0 +1,266 @@
+// Package harness runs a real control plane (etcd and kube-apiservers built from the Go module
+// proxy) and the real nodehub binary for nodehub's end-to-end tests and benchmarks.
+package harness
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// NodeName is the edge node the tests play.
+const NodeName = "edge-1"
+
+// Cluster is a running control plane.
+type Cluster struct {
+	Dir        string
+	BinDir     string
+	PKI        *PKI
+	Etcd       *Proc
+	APIServers []*APIServer
+
+	AdminCert, AdminKey string
+	NodeCert, NodeKey   string
+	Admin               *kubernetes.Clientset
+	AdminConfig         *rest.Config
+}
+
+// APIServer is one kube-apiserver of the cluster.
+type APIServer struct {
+	*Proc
+	Port int
+	URL  string
+}
+
+// RepoRoot finds the nodehub checkout from this source file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// ControlPlaneBinaries builds (once per go.sum) and returns the directory holding etcd,
+// kube-apiserver and kubectl.
+func ControlPlaneBinaries() (string, error) {
+	script := filepath.Join(RepoRoot(), "test", "e2e", "controlplane", "build.sh")
+	cmd := exec.Command("sh", script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("build control plane: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// FreePort returns a loopback TCP port nobody listens on right now.
+func FreePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// StartCluster starts etcd and n kube-apiservers on loopback, all in dir.
+func StartCluster(ctx context.Context, dir string, n int) (*Cluster, error) {
+	bin, err := ControlPlaneBinaries()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, BinDir: bin}
+	if c.PKI, err = NewPKI(dir); err != nil {
+		return nil, err
+	}
+	loop := []net.IP{net.ParseIP("127.0.0.1")}
+	servingCert, servingKey, err := c.PKI.Issue("apiserver", "kube-apiserver", nil, loop, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
+	if err != nil {
+		return nil, err
+	}
+	if c.AdminCert, c.AdminKey, err = c.PKI.Issue("admin", "admin", []string{"system:masters"}, nil, nil); err != nil {
+		return nil, err
+	}
+	if c.NodeCert, c.NodeKey, err = c.PKI.Issue("node", "system:node:"+NodeName, []string{"system:nodes"}, nil, nil); err != nil {
+		return nil, err
+	}
+	saPub, saKey, err := c.PKI.ServiceAccountKey()
+	if err != nil {
+		return nil, err
+	}
+
+	clientPort, peerPort := FreePort(), FreePort()
+	c.Etcd = &Proc{Name: "etcd", Path: filepath.Join(bin, "etcd"), LogFile: filepath.Join(dir, "etcd.log"), Args: []string{
+		"--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", clientPort),
+		"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", clientPort),
+		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+		"--initial-cluster", fmt.Sprintf("default=http://127.0.0.1:%d", peerPort),
+		"--unsafe-no-fsync", "--log-level", "warn",
+	}}
+	if err := c.Etcd.Start(); err != nil {
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		port := FreePort()
+		a := &APIServer{Port: port, URL: fmt.Sprintf("https://127.0.0.1:%d", port)}
+		a.Proc = &Proc{Name: fmt.Sprintf("kube-apiserver-%d", i), Path: filepath.Join(bin, "kube-apiserver"),
+			LogFile: filepath.Join(dir, fmt.Sprintf("apiserver-%d.log", i)), Args: []string{
+				"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", clientPort),
+				"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+				"--secure-port", strconv.Itoa(port),
+				"--cert-dir", filepath.Join(dir, fmt.Sprintf("apiserver-%d", i)),
+				"--tls-cert-file", servingCert, "--tls-private-key-file", servingKey,
+				"--client-ca-file", c.PKI.CAFile,
+				"--service-account-key-file", saPub, "--service-account-signing-key-file", saKey,
+				"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+				"--authorization-mode", "Node,RBAC",
+				"--enable-admission-plugins", "NodeRestriction",
+				"--service-cluster-ip-range", "10.96.0.0/16",
+				"--allow-privileged", "--profiling=false", "--v", "0",
+			}}
+		c.APIServers = append(c.APIServers, a)
+		if err := a.Start(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for _, a := range c.APIServers {
+		if err := c.WaitReady(ctx, a, 90*time.Second); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	c.AdminConfig = c.ConfigFor(c.APIServers[0].URL)
+	if c.Admin, err = kubernetes.NewForConfig(c.AdminConfig); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.bootstrap(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ConfigFor returns an admin rest.Config for one server.
+func (c *Cluster) ConfigFor(url string) *rest.Config {
+	return &rest.Config{Host: url, QPS: 1000, Burst: 1000, TLSClientConfig: rest.TLSClientConfig{
+		CAFile: c.PKI.CAFile, CertFile: c.AdminCert, KeyFile: c.AdminKey,
+	}}
+}
+
+// NodeConfigFor returns a rest.Config with the node's own certificate for one server.
+func (c *Cluster) NodeConfigFor(url string) *rest.Config {
+	return &rest.Config{Host: url, QPS: 1000, Burst: 1000, TLSClientConfig: rest.TLSClientConfig{
+		CAFile: c.PKI.CAFile, CertFile: c.NodeCert, KeyFile: c.NodeKey,
+	}}
+}
+
+// WaitReady polls the server's /readyz with admin credentials.
+func (c *Cluster) WaitReady(ctx context.Context, a *APIServer, d time.Duration) error {
+	cert, err := tls.LoadX509KeyPair(c.AdminCert, c.AdminKey)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c.PKI.CA)
+	cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+	defer cl.CloseIdleConnections()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !a.Running() {
+			return fmt.Errorf("%s exited:\n%s", a.Name, tail(a.Log(), 3000))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+"/readyz", nil)
+		if resp, err := cl.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after %v:\n%s", a.Name, d, tail(a.Log(), 3000))
+}
+
+// bootstrap creates the edge node and the default ServiceAccount the tests' namespaces need.
+func (c *Cluster) bootstrap(ctx context.Context) error {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Labels: map[string]string{"kubernetes.io/hostname": NodeName}}}
+	if _, err := c.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return c.EnsureNamespace(ctx, "default")
+}
+
+// EnsureNamespace creates a namespace and its default ServiceAccount (no controller-manager runs).
+func (c *Cluster) EnsureNamespace(ctx context.Context, ns string) error {
+	_, err := c.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err = c.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond) // the namespace may still be initialising
+	}
+}
+
+// Restart stops and starts one apiserver and waits until it is ready.
+func (c *Cluster) Restart(ctx context.Context, a *APIServer) error {
+	a.Stop()
+	if err := a.Start(); err != nil {
+		return err
+	}
+	return c.WaitReady(ctx, a, 90*time.Second)
+}
+
+// Stop stops every process.
+func (c *Cluster) Stop() {
+	for _, a := range c.APIServers {
+		a.Stop()
+	}
+	if c.Etcd != nil {
+		c.Etcd.Stop()
+	}
+}
+
+// Servers is the comma list of server URLs, as --server-addr takes it.
+func (c *Cluster) Servers() string {
+	urls := make([]string, len(c.APIServers))
+	for i, a := range c.APIServers {
+		urls[i] = a.URL
+	}
+	return strings.Join(urls, ",")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,142 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// BuildNodehub builds the nodehub binary from the checkout into dir, or returns $NODEHUB_BIN.
+func BuildNodehub(dir string) (string, error) {
+	if bin := os.Getenv("NODEHUB_BIN"); bin != "" {
+		return filepath.Abs(bin)
+	}
+	out := filepath.Join(dir, "nodehub")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build nodehub: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// Hub is a running nodehub process.
+type Hub struct {
+	*Proc
+	ProxyPort, HubPort int
+	// ProxyURL is the plain-HTTP proxy port node clients use; HubURL the hub's own endpoints.
+	ProxyURL, HubURL string
+	CacheDir         string
+}
+
+// HubOptions configure StartHub.
+type HubOptions struct {
+	Bin     string
+	Dir     string
+	Servers string
+	// Args are extra flags, after the defaults (a later flag wins).
+	Args []string
+}
+
+// StartHub starts nodehub with the node's certificate and fast heartbeats and waits for its healthz.
+func (c *Cluster) StartHub(ctx context.Context, o HubOptions) (*Hub, error) {
+	if o.Servers == "" {
+		o.Servers = c.Servers()
+	}
+	h := &Hub{ProxyPort: FreePort(), HubPort: FreePort(), CacheDir: filepath.Join(o.Dir, "cache")}
+	h.ProxyURL = "http://127.0.0.1:" + strconv.Itoa(h.ProxyPort)
+	h.HubURL = "http://127.0.0.1:" + strconv.Itoa(h.HubPort)
+	args := []string{
+		"--server-addr=" + o.Servers,
+		"--node-name=" + NodeName,
+		"--proxy-port=" + strconv.Itoa(h.ProxyPort),
+		"--serve-port=" + strconv.Itoa(h.HubPort),
+		"--client-cert=" + c.NodeCert, "--client-key=" + c.NodeKey, "--ca-file=" + c.PKI.CAFile,
+		"--disk-cache-path=" + h.CacheDir, "--root-dir=" + filepath.Join(o.Dir, "root"),
+		"--heartbeat-interval-seconds=1", "--v=4",
+	}
+	h.Proc = &Proc{Name: "nodehub", Path: o.Bin, Args: append(args, o.Args...), LogFile: filepath.Join(o.Dir, "nodehub.log")}
+	if err := h.Start(); err != nil {
+		return nil, err
+	}
+	if err := h.WaitHTTP(ctx, "/v1/healthz", 20*time.Second); err != nil {
+		h.Stop()
+		return nil, err
+	}
+	return h, nil
+}
+
+// WaitHTTP polls a hub endpoint until it answers 200.
+func (h *Hub) WaitHTTP(ctx context.Context, path string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !h.Running() {
+			return fmt.Errorf("nodehub exited:\n%s", tail(h.Log(), 3000))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.HubURL+path, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("nodehub %s not 200 after %v:\n%s", path, d, tail(h.Log(), 3000))
+}
+
+// Get fetches a hub endpoint and returns status and body.
+func (h *Hub) Get(path string) (int, string, error) {
+	resp, err := http.Get(h.HubURL + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// Metric returns the value of one series from /metrics ("name{labels}" exactly as printed), or
+// -1 when absent.
+func (h *Hub) Metric(series string) (float64, error) {
+	_, body, err := h.Get("/metrics")
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		}
+	}
+	return -1, nil
+}
+
+// Config returns a rest.Config that talks to the hub's proxy port with no credentials of its own
+// (so the hub lends it the node's identity), with userAgent and, when protobuf, protobuf bodies.
+func (h *Hub) Config(userAgent string, protobuf bool) *rest.Config {
+	cfg := &rest.Config{Host: h.ProxyURL, UserAgent: userAgent, QPS: 1000, Burst: 1000}
+	if protobuf {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	}
+	return cfg
+}
+
+// Client returns a clientset for Config.
+func (h *Hub) Client(userAgent string, protobuf bool) *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(h.Config(userAgent, protobuf))
+}
