@@ -149,4 +149,3 @@ func (c *countingBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
