@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"nodehub/e2e/harness"
+)
+
+// kubeletLeaseLoop plays kubelet's node lease controller through the hub until ctx ends.
+func kubeletLeaseLoop(ctx context.Context, cl *kubernetes.Clientset, every time.Duration) error {
+	leases := cl.CoordinationV1().Leases("kube-node-lease")
+	lease, err := leases.Get(ctx, harness.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		holder, sec := harness.NodeName, int32(40)
+		lease, err = leases.Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: harness.NodeName},
+			Spec: coordv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &sec}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("kubelet lease get/create: %w", err)
+	}
+	for {
+		now := metav1.NewMicroTime(time.Now())
+		lease.Spec.RenewTime = &now
+		if lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("kubelet lease update: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}
+
+func cloudRenewTime(t *testing.T) time.Time {
+	t.Helper()
+	l, err := cluster.Admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), harness.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
+}
+
+func TestNodeLeaseRenewedWhileKubeletTalksAndNotAfterGrace(t *testing.T) {
+	h := startHub(t, "--kubelet-health-grace-period=3s")
+	ctx, stopKubelet := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- kubeletLeaseLoop(ctx, h.Client(kubeletUA, true), 500*time.Millisecond) }()
+
+	var first time.Time
+	eventually(t, 5*time.Second, "cloud lease exists", func() error {
+		l, err := cluster.Admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), harness.NodeName, metav1.GetOptions{})
+		if err == nil && l.Spec.RenewTime != nil {
+			first = l.Spec.RenewTime.Time
+		}
+		return err
+	})
+	time.Sleep(2500 * time.Millisecond)
+	if r := cloudRenewTime(t); !r.After(first) {
+		t.Fatalf("cloud lease not renewed while kubelet talks: %v then %v", first, r)
+	}
+	stopKubelet()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+
+	// Kubelet's own writes never reached the cloud: every write there is the hub's.
+	l, err := cluster.Admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), harness.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range l.ManagedFields {
+		if mf.Manager == "kubelet" {
+			t.Fatalf("kubelet's lease request reached the cloud: managedFields %+v", l.ManagedFields)
+		}
+	}
+
+	// After the grace period (3s) plus one heartbeat, renewals stop.
+	time.Sleep(3*time.Second + 1500*time.Millisecond)
+	r1 := cloudRenewTime(t)
+	time.Sleep(3 * time.Second)
+	if r2 := cloudRenewTime(t); !r2.Equal(r1) {
+		t.Fatalf("hub kept renewing after kubelet went quiet: %v then %v", r1, r2)
+	}
+	if v := healthGauge(t, h, cluster.APIServers[0]); v != 1 {
+		t.Fatalf("server unhealthy while only reading the lease: %v", v)
+	}
+
+	// Kubelet comes back: renewals resume.
+	ctx2, stop2 := context.WithCancel(context.Background())
+	defer stop2()
+	go func() { _ = kubeletLeaseLoop(ctx2, h.Client(kubeletUA, false), 500*time.Millisecond) }()
+	r3 := cloudRenewTime(t)
+	eventually(t, 4*time.Second, "renewals resume when kubelet returns", func() error {
+		if !cloudRenewTime(t).After(r3) {
+			return fmt.Errorf("not renewed")
+		}
+		return nil
+	})
+}
