@@ -255,7 +255,7 @@ func (l *NodeLease) do(ctx context.Context, b *remote.Backend, method, name stri
 	if body != nil {
 		req.Header.Set("Content-Type", wire.MediaJSON)
 	}
-	resp, err := b.RoundTrip(remote.Node, req)
+	resp, err := b.RoundTrip(remote.Route{Identity: remote.Node}, req)
 	if err != nil {
 		return 0, nil, err
 	}

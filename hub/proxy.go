@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 
 	"nodehub/hub/remote"
@@ -48,7 +49,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		wire.WriteStatus(rec, ri.Accept, http.StatusServiceUnavailable, "nodehub: no healthy cloud server")
 		return
 	}
-	ctx := context.WithValue(remote.WithIdentity(r.Context(), id), requestKey{}, ri)
+	route := remote.Route{Identity: id, Stream: ri.Verb == wire.VerbWatch}
+	ctx := context.WithValue(remote.WithRoute(r.Context(), route), requestKey{}, ri)
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
 }
 
@@ -75,8 +77,11 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 			// The balancer sets scheme and host; the path and query go as the client sent them.
 			pr.Out.Host = ""
 		},
-		Transport:     s.balancer,
-		FlushInterval: -1, // watch events reach the client as soon as they arrive
+		Transport: s.balancer,
+		// Zero: a streamed response (a watch, or any body without Content-Length) is flushed after
+		// every write, so events reach the client as soon as they arrive; a sized body is not.
+		FlushInterval: 0,
+		BufferPool:    bufferPool{},
 		ErrorLog:      log.New(io.Discard, "", 0),
 		ModifyResponse: func(resp *http.Response) error {
 			ri, _ := resp.Request.Context().Value(requestKey{}).(*wire.RequestInfo)
@@ -149,3 +154,11 @@ func (c *countingBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// bufferPool recycles the proxy's copy buffers (32 KiB each) instead of allocating one per request.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

@@ -27,6 +27,11 @@ func (m MediaType) IsProtobuf() bool { return m.Type == MediaProtobuf }
 
 // ParseMediaType reads one media type; an unparsable one yields its text before ';'.
 func ParseMediaType(s string) MediaType {
+	s = strings.TrimSpace(s)
+	switch s { // the common cases, without the cost of a full parse
+	case MediaJSON, MediaProtobuf:
+		return MediaType{Type: s}
+	}
 	t, params, err := mime.ParseMediaType(strings.TrimSpace(s))
 	if err != nil {
 		t, _, _ = strings.Cut(s, ";")

@@ -98,6 +98,11 @@ func ParseURL(method string, u *url.URL) (*RequestInfo, error) {
 	if len(parts) < 3 || (parts[0] != "api" && parts[0] != "apis") {
 		return ri, nil // /version, /healthz, /api, /api/v1 discovery and friends
 	}
+	for _, p := range parts {
+		if p == "" {
+			return nil, fmt.Errorf("%w: %s: empty path segment", ErrBadRequest, u.Path)
+		}
+	}
 	if parts[0] == "api" {
 		ri.Version, parts = parts[1], parts[2:]
 	} else {

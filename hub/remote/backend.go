@@ -29,17 +29,27 @@ const (
 	Node
 )
 
-type identityKey struct{}
-
-// WithIdentity returns a context whose requests the Balancer sends with identity id.
-func WithIdentity(ctx context.Context, id Identity) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
+// Route says how the Balancer sends one request.
+type Route struct {
+	// Identity is the credential the request carries.
+	Identity Identity
+	// Stream marks a long-lived response (a watch): it goes over the server's shared HTTP/2
+	// connection, so a node's many watches cost one TCP connection. Other requests use a small
+	// pool of HTTP/1.1 keep-alive connections, which costs less CPU per request.
+	Stream bool
 }
 
-// IdentityOf returns the identity recorded by WithIdentity (Passthrough when none).
-func IdentityOf(ctx context.Context) Identity {
-	id, _ := ctx.Value(identityKey{}).(Identity)
-	return id
+type routeKey struct{}
+
+// WithRoute returns a context whose requests the Balancer sends as r says.
+func WithRoute(ctx context.Context, r Route) context.Context {
+	return context.WithValue(ctx, routeKey{}, r)
+}
+
+// RouteOf returns the route recorded by WithRoute (Passthrough, not a stream, when none).
+func RouteOf(ctx context.Context) Route {
+	r, _ := ctx.Value(routeKey{}).(Route)
+	return r
 }
 
 // Credentials gives a Backend what it needs for TLS. certs.Source implements it.
@@ -59,7 +69,7 @@ type Backend struct {
 	dialTimeout time.Duration
 
 	mu         sync.Mutex
-	transports [4]*http.Transport // [identity*2 + upgrade]
+	transports [4]*http.Transport // [identity*2 + http2]
 
 	health health
 }
@@ -109,11 +119,10 @@ func ParseServerAddr(addr string) (*url.URL, error) {
 // certificate) is not available.
 var ErrNoCredentials = errors.New("remote: cluster credentials not loaded")
 
-// RoundTrip sends req to this server with the given identity. It does not alter req: the URL is
-// rewritten on a shallow copy.
-func (b *Backend) RoundTrip(id Identity, req *http.Request) (*http.Response, error) {
-	upgrade := isUpgrade(req)
-	t, err := b.transport(id, upgrade)
+// RoundTrip sends req to this server as route says. It does not alter req: the URL is rewritten
+// on a shallow copy.
+func (b *Backend) RoundTrip(route Route, req *http.Request) (*http.Response, error) {
+	t, err := b.transport(route.Identity, route.Stream && !isUpgrade(req))
 	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()
@@ -127,9 +136,9 @@ func (b *Backend) RoundTrip(id Identity, req *http.Request) (*http.Response, err
 	return t.RoundTrip(&out)
 }
 
-func (b *Backend) transport(id Identity, upgrade bool) (*http.Transport, error) {
+func (b *Backend) transport(id Identity, h2 bool) (*http.Transport, error) {
 	i := int(id) * 2
-	if upgrade {
+	if h2 {
 		i++
 	}
 	b.mu.Lock()
@@ -157,14 +166,14 @@ func (b *Backend) transport(id Identity, upgrade bool) (*http.Transport, error) 
 		ExpectContinueTimeout: time.Second,
 		// Bodies pass through as the cloud sent them; a client that asked for gzip gets gzip.
 		DisableCompression: true,
-		ForceAttemptHTTP2:  !upgrade,
+		ForceAttemptHTTP2:  h2,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: 30 * time.Second,
 			PingTimeout:     15 * time.Second,
 		},
 	}
-	if upgrade {
-		// SPDY and WebSocket upgrades (exec, attach, port-forward) need HTTP/1.1.
+	if !h2 {
+		// HTTP/1.1 only: also what SPDY and WebSocket upgrades (exec, attach, port-forward) need.
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	}
 	b.transports[i] = t

@@ -60,13 +60,13 @@ func (l *Balancer) order() []*Backend {
 	return out
 }
 
-// RoundTrip implements http.RoundTripper with the identity recorded in the request's context.
+// RoundTrip implements http.RoundTripper with the Route recorded in the request's context.
 func (l *Balancer) RoundTrip(req *http.Request) (*http.Response, error) {
-	id := IdentityOf(req.Context())
+	route := RouteOf(req.Context())
 	retryable := req.Body == nil || req.Body == http.NoBody
 	var lastErr error
 	for _, b := range l.order() {
-		resp, err := b.RoundTrip(id, req)
+		resp, err := b.RoundTrip(route, req)
 		if l.OnRequest != nil {
 			l.OnRequest(b, err)
 		}

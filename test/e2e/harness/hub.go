@@ -48,6 +48,8 @@ type HubOptions struct {
 	Servers string
 	// Args are extra flags, after the defaults (a later flag wins).
 	Args []string
+	// Env are extra environment variables (NAME=value).
+	Env []string
 }
 
 // StartHub starts nodehub with the node's certificate and fast heartbeats and waits for its healthz.
@@ -67,7 +69,7 @@ func (c *Cluster) StartHub(ctx context.Context, o HubOptions) (*Hub, error) {
 		"--disk-cache-path=" + h.CacheDir, "--root-dir=" + filepath.Join(o.Dir, "root"),
 		"--heartbeat-interval-seconds=1", "--v=4",
 	}
-	h.Proc = &Proc{Name: "nodehub", Path: o.Bin, Args: append(args, o.Args...), LogFile: filepath.Join(o.Dir, "nodehub.log")}
+	h.Proc = &Proc{Name: "nodehub", Path: o.Bin, Args: append(args, o.Args...), Env: o.Env, LogFile: filepath.Join(o.Dir, "nodehub.log")}
 	if err := h.Start(); err != nil {
 		return nil, err
 	}

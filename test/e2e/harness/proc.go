@@ -125,3 +125,13 @@ func (p *Proc) Log() string {
 	b, _ := os.ReadFile(p.LogFile)
 	return string(b)
 }
+
+// Pid returns the process id (0 before Start).
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
