@@ -63,7 +63,6 @@ var notYet = map[string]bool{
 	"access-server-through-hub": true, "cache-agents": false, "host-control-plane-address": false,
 	"yurt-hub-host": false, "yurt-hub-port": false, "yurt-hub-proxy-host": false,
 	"yurt-hub-proxy-port": false, "yurt-hub-proxy-secure-port": false, "cert-mgr-mode": false,
-	"kubelet-ca-file": false, "kubelet-client-certificate": false,
 	// klog's flags, which YurtHub inherits
 	"logtostderr": true, "alsologtostderr": true, "log-dir": false, "log-file": false,
 	"log-file-max-size": false, "skip-log-headers": true, "add-dir-header": true,
@@ -113,6 +112,9 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may also hold the key); overrides the bootstrap mode")
 	fs.StringVar(&o.clientKey, "client-key", "", "node client key PEM (default: --client-cert)")
 	fs.StringVar(&o.caFile, "ca-file", "", "cluster CA PEM; overrides the bootstrap mode")
+	// YurtHub's older names for the same two paths.
+	fs.StringVar(&o.clientCert, "kubelet-client-certificate", "", "same as --client-cert (YurtHub's name)")
+	fs.StringVar(&o.caFile, "kubelet-ca-file", "", "same as --ca-file (YurtHub's name)")
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")

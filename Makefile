@@ -1,0 +1,41 @@
+# nodehub: build, test, demo and bench. `make test` is what CI runs.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+GOBUILD := CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "$(LDFLAGS)"
+
+.PHONY: build arm test unit e2e controlplane demo bench fuzz vet clean
+
+build: ## static amd64 binary ./nodehub
+	GOARCH=amd64 $(GOBUILD) -o nodehub .
+
+arm: ## arm64 and armv7 binaries into build/arm/
+	GOARCH=arm64 $(GOBUILD) -o build/arm/nodehub-arm64 .
+	GOARCH=arm GOARM=7 $(GOBUILD) -o build/arm/nodehub-armv7 .
+
+vet:
+	go vet ./...
+	cd test/e2e && go vet ./...
+	cd bench && go vet ./...
+
+unit: ## unit tests and short fuzz runs of the wire parsers
+	go test -count=1 ./...
+	go test -run '^$$' -fuzz FuzzParseURL -fuzztime 10s ./wire
+	go test -run '^$$' -fuzz FuzzDecodeProtoEnvelope -fuzztime 10s ./wire
+
+controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
+	sh test/e2e/controlplane/build.sh
+
+e2e: controlplane ## end-to-end tests against the real control plane
+	cd test/e2e && go test -count=1 -timeout 30m ./...
+
+test: vet unit e2e ## everything CI runs
+
+demo: build controlplane ## a local real control plane, nodehub in front of it, kubectl through it
+	cd test/e2e && NODEHUB_BIN=$(CURDIR)/nodehub go run ./cmd/demo
+
+bench: controlplane ## figures: binary sizes, RSS, latency through the hub vs direct
+	cd bench && go run .
+
+clean:
+	rm -f nodehub build/arm/nodehub-arm64 build/arm/nodehub-armv7

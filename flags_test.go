@@ -1,0 +1,73 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestParseFlagsDefaultsAndYurtHubManifest(t *testing.T) {
+	// The arguments of a YurtHub static pod manifest.
+	args := []string{
+		"--v=2", "--bind-address=127.0.0.1", "--server-addr=https://10.0.0.1:6443,10.0.0.2:6443",
+		"--node-name=edge-1", "--bootstrap-file=/var/lib/yurthub/bootstrap-hub.conf",
+		"--working-mode=edge", "--namespace=kube-system", "--nodepool-name=pool-a",
+		"--enable-dummy-if", "--hub-cert-organizations=system:nodes", "--lb-mode=priority",
+		"--bootstrap-mode=kubeletcertificate",
+	}
+	o, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.servers(); len(got) != 2 || got[1] != "10.0.0.2:6443" {
+		t.Fatalf("servers %v", got)
+	}
+	if o.proxyPort != 10261 || o.servePort != 10267 || o.hbInterval != 10 || o.hbFailedRetry != 3 || o.hbHealthy != 2 || o.hbTimeout != 2 || o.kubeletGrace.Seconds() != 40 {
+		t.Fatalf("defaults: %+v", o)
+	}
+	if o.diskCachePath != "/etc/kubernetes/cache/" || o.rootDir != "/var/lib/nodehub" || o.lbMode != "priority" || o.nodePoolName != "pool-a" {
+		t.Fatalf("values: %+v", o)
+	}
+	want := "bootstrap-file working-mode namespace enable-dummy-if hub-cert-organizations"
+	if got := strings.Join(o.ignored, " "); got != want {
+		t.Fatalf("ignored flags %q, want %q", got, want)
+	}
+}
+
+func TestParseFlagsErrorsAreOneLineNamingTheFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server-addr=a:1", "--bogus"}, "bogus"},
+		{[]string{"--node-name=n"}, "--server-addr"},
+		{[]string{"--server-addr=ftp://x:1"}, "--server-addr"},
+		{[]string{"--server-addr=a:1", "--lb-mode=random"}, "--lb-mode"},
+		{[]string{"--server-addr=a:1", "--proxy-port=70000"}, "--proxy-port"},
+		{[]string{"--server-addr=a:1", "--heartbeat-interval-seconds=abc"}, "heartbeat-interval-seconds"},
+		{[]string{"--server-addr=a:1", "--heartbeat-failed-retry=0"}, "--heartbeat-failed-retry"},
+		{[]string{"--server-addr=a:1", "--bind-address=localhost"}, "--bind-address"},
+		{[]string{"--server-addr=a:1", "--kubelet-health-grace-period=-1s"}, "--kubelet-health-grace-period"},
+		{[]string{"--server-addr=a:1", "--bootstrap-mode=magic"}, "--bootstrap-mode"},
+		{[]string{"--server-addr=a:1", "--bootstrap-mode=token"}, "--bootstrap-mode"},
+		{[]string{"--server-addr=a:1", "extra"}, "extra"},
+	} {
+		_, err := parseFlags(tt.args, io.Discard)
+		if err == nil {
+			t.Errorf("%v: no error", tt.args)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") {
+			t.Errorf("%v: error %q should be one line naming %q", tt.args, msg, tt.want)
+		}
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	if code := run([]string{"--version"}); code != 0 {
+		t.Fatalf("--version exit %d", code)
+	}
+	if code := run([]string{"--lb-mode=x", "--server-addr=a:1"}); code != 2 {
+		t.Fatalf("bad flag exit %d, want 2", code)
+	}
+}
