@@ -162,8 +162,10 @@ func (s *Source) reloadLocked(force bool) {
 
 func (s *Source) setCert(c tls.Certificate, err error) {
 	if err != nil {
-		s.err = fmt.Errorf("%w: client certificate: %v", ErrNotLoaded, err)
-		return // keep serving the previous certificate, if any
+		if s.cert == nil {
+			s.err = fmt.Errorf("%w: client certificate: %v", ErrNotLoaded, err)
+		}
+		return // a half-written rotation: keep serving the previous certificate
 	}
 	s.cert, s.err = &c, nil
 }

@@ -44,18 +44,18 @@ func (l *Balancer) Healthy() bool {
 	return false
 }
 
-// order returns the healthy backends in the order this request should try them.
+// order returns the healthy backends in the order this request should try them: flag order for
+// Priority, rotated by one per request over the healthy ones for RoundRobin.
 func (l *Balancer) order() []*Backend {
-	n := len(l.Backends)
-	out := make([]*Backend, 0, n)
-	start := 0
-	if l.Mode != Priority && n > 1 {
-		start = int(l.next.Add(1)-1) % n
-	}
-	for i := 0; i < n; i++ {
-		if b := l.Backends[(start+i)%n]; b.Healthy() {
+	out := make([]*Backend, 0, len(l.Backends))
+	for _, b := range l.Backends {
+		if b.Healthy() {
 			out = append(out, b)
 		}
+	}
+	if l.Mode != Priority && len(out) > 1 {
+		k := int(l.next.Add(1)-1) % len(out)
+		out = append(out[k:], out[:k]...)
 	}
 	return out
 }

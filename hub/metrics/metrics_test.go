@@ -1,0 +1,59 @@
+package metrics
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestTextFormat(t *testing.T) {
+	r := NewRegistry()
+	c := r.NewCounter("x_requests_total", "Requests.", "verb", "code")
+	g := r.NewGauge("x_healthy", "Health.", "server")
+	h := r.NewHistogram("x_seconds", "Latency.", []float64{0.1, 1}, "verb")
+	r.NewGaugeFunc("x_up", "Up.", func() float64 { return 1 })
+	c.Inc("get", "200")
+	c.Add(2, "get", "200")
+	g.Set(1, `a"b\c`)
+	h.Observe(0.05, "get")
+	h.Observe(0.5, "get")
+	h.Observe(5, "get")
+	var b strings.Builder
+	if _, err := r.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP x_healthy Health.
+# TYPE x_healthy gauge
+x_healthy{server="a\"b\\c"} 1
+# HELP x_requests_total Requests.
+# TYPE x_requests_total counter
+x_requests_total{verb="get",code="200"} 3
+# HELP x_seconds Latency.
+# TYPE x_seconds histogram
+x_seconds_bucket{verb="get",le="0.1"} 1
+x_seconds_bucket{verb="get",le="1"} 2
+x_seconds_bucket{verb="get",le="+Inf"} 3
+x_seconds_sum{verb="get"} 5.55
+x_seconds_count{verb="get"} 3
+# HELP x_up Up.
+# TYPE x_up gauge
+x_up 1
+`
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestSeriesCapFoldsIntoOther(t *testing.T) {
+	r := NewRegistry()
+	c := r.NewCounter("x_total", "X.", "component")
+	for i := 0; i < MaxSeries+100; i++ {
+		c.Inc(fmt.Sprintf("agent-%d", i))
+	}
+	if got := len(c.f.series); got != MaxSeries+1 {
+		t.Fatalf("%d series, want %d", got, MaxSeries+1)
+	}
+	if v := c.Value("other"); v != 100 {
+		t.Fatalf("other = %v", v)
+	}
+}
