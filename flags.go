@@ -38,6 +38,7 @@ type options struct {
 	clientKey         string
 	caFile            string
 	verbosity         int
+	maxProcs          int
 	profiling         bool
 	version           bool
 
@@ -115,6 +116,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	// YurtHub's older names for the same two paths.
 	fs.StringVar(&o.clientCert, "kubelet-client-certificate", "", "same as --client-cert (YurtHub's name)")
 	fs.StringVar(&o.caFile, "kubelet-ca-file", "", "same as --ca-file (YurtHub's name)")
+	fs.IntVar(&o.maxProcs, "max-procs", 1, "CPU cores the hub runs Go code on at once (GOMAXPROCS; the GOMAXPROCS environment variable wins)")
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -181,6 +183,9 @@ func (o *options) validate() error {
 		if p.v < 1 {
 			return fmt.Errorf("--%s: %d must be at least 1", p.name, p.v)
 		}
+	}
+	if o.maxProcs < 1 {
+		return fmt.Errorf("--max-procs: %d must be at least 1", o.maxProcs)
 	}
 	if o.kubeletGrace <= 0 {
 		return fmt.Errorf("--kubelet-health-grace-period: %v must be positive", o.kubeletGrace)

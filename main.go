@@ -41,6 +41,9 @@ func run(args []string) int {
 		fmt.Printf("nodehub %s commit %s %s %s/%s\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
 	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(min(o.maxProcs, runtime.NumCPU()))
+	}
 	level := slog.LevelInfo
 	if o.verbosity >= 4 {
 		level = slog.LevelDebug

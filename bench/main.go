@@ -102,6 +102,10 @@ func run(rounds, pods int, sizes bool, cpuprofile string) error {
 	}
 	for _, q := range []struct{ name, path string }{{"GET node", node}, {"LIST pods", list}} {
 		var hubT, dirT []time.Duration
+		cpu0, err := cpuTime(h.Pid())
+		if err != nil {
+			return err
+		}
 		for i := 0; i < rounds+20; i++ {
 			dh, err := timeGet(viaHub, h.ProxyURL+q.path)
 			if err != nil {
@@ -115,10 +119,15 @@ func run(rounds, pods int, sizes bool, cpuprofile string) error {
 				hubT, dirT = append(hubT, dh), append(dirT, dd)
 			}
 		}
+		cpu1, err := cpuTime(h.Pid())
+		if err != nil {
+			return err
+		}
 		mh, md := pct(hubT, 50), pct(dirT, 50)
 		fmt.Printf("%s\thub\t%v\t%v\n", q.name, mh, pct(hubT, 99))
 		fmt.Printf("%s\tdirect\t%v\t%v\n", q.name, md, pct(dirT, 99))
 		fmt.Printf("%s\tratio_median_hub_over_direct\t%.2f\n", q.name, float64(mh)/float64(md))
+		fmt.Printf("%s\thub_cpu_per_request\t%v\n", q.name, ((cpu1-cpu0)/time.Duration(rounds+20)).Round(time.Microsecond))
 	}
 	loaded, err := rssKiB(h)
 	if err != nil {
@@ -241,4 +250,20 @@ func profile(hubURL, file string) <-chan error {
 		done <- err
 	}()
 	return done
+}
+
+// cpuTime is the user+system CPU time the process has used (from /proc/<pid>/stat).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / 100, nil // USER_HZ is 100 on Linux
 }
