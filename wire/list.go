@@ -1,0 +1,406 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ListMeta is what a List says about itself.
+type ListMeta struct {
+	APIVersion, Kind string
+	ResourceVersion  string
+	Continue         string
+}
+
+// ItemKind is the kind of a List's items: "PodList" holds "Pod".
+func (m ListMeta) ItemKind() string { return strings.TrimSuffix(m.Kind, "List") }
+
+// ListHandler receives what a ListSplitter finds. Item gets each item as a standalone object in the
+// list's format — a JSON item with "kind" and "apiVersion" first, a protobuf item in its own
+// envelope — exactly the bytes a GET of that object returns. The slice is the handler's to keep.
+// Meta is called once, before the first Item when the list's metadata precedes its items (as the
+// apiserver writes it), else at the end.
+type ListHandler struct {
+	Meta func(ListMeta)
+	Item func(raw []byte) error
+}
+
+// ListSplitter takes a List body in pieces, as it streams, and hands out its items without holding
+// more than one item in memory. Close reports a list that ended early.
+type ListSplitter interface {
+	Write(p []byte) (int, error)
+	Close() error
+}
+
+// ErrIncompleteList is returned by Close when the body ended before the List did.
+var ErrIncompleteList = errors.New("wire: list body ended early")
+
+// NewListSplitter returns a splitter for a body of the given media type.
+func NewListSplitter(m MediaType, h ListHandler) ListSplitter {
+	if m.IsProtobuf() {
+		return &protoList{h: h}
+	}
+	return &jsonList{h: h}
+}
+
+// ---- JSON ----
+
+// jsonList is a byte-at-a-time state machine over the top level of a JSON List. It tracks strings
+// and nesting, names the top-level keys, captures "kind", "apiVersion" and "metadata", and
+// captures each element of "items".
+type jsonList struct {
+	h ListHandler
+
+	depth    int
+	inStr    bool
+	esc      bool
+	expect   int // at depth 1: expectKey, expectColon, expectValue, expectComma
+	key      []byte
+	inKey    bool
+	curKey   string
+	capture  []byte // the value being captured
+	capping  bool
+	capDepth int  // the depth its closing bracket returns to
+	capIsStr bool // a top-level string value
+	items    bool // inside the items array
+	meta     ListMeta
+	metaSent bool
+	done     bool
+	err      error
+}
+
+const (
+	expectKey = iota
+	expectColon
+	expectValue
+	expectComma
+)
+
+func (s *jsonList) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	start := 0 // where the running capture starts in p
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if s.inStr {
+			switch {
+			case s.esc:
+				s.esc = false
+			case c == '\\':
+				s.esc = true
+			case c == '"':
+				s.inStr = false
+				if s.inKey {
+					s.inKey = false
+					s.curKey = string(s.key)
+					s.expect = expectColon
+				} else if s.capping && s.capIsStr {
+					s.capture = append(s.capture, p[start:i+1]...)
+					s.finishCapture()
+				}
+			default:
+				if s.inKey {
+					s.key = append(s.key, c)
+				}
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+		case '"':
+			s.inStr = true
+			if s.depth == 1 {
+				switch s.expect {
+				case expectKey:
+					s.inKey, s.key = true, s.key[:0]
+				case expectValue:
+					s.expect = expectComma
+					if s.curKey == "kind" || s.curKey == "apiVersion" {
+						s.capping, s.capIsStr, s.capDepth, s.capture, start = true, true, 0, s.capture[:0], i
+					}
+				}
+			}
+		case ':':
+			if s.depth == 1 {
+				s.expect = expectValue
+			}
+		case ',':
+			if s.depth == 1 {
+				s.expect = expectKey
+			}
+		case '{', '[':
+			switch {
+			case s.depth == 0:
+				s.expect = expectKey
+			case s.depth == 1 && s.expect == expectValue:
+				s.expect = expectComma
+				if s.curKey == "items" && c == '[' {
+					s.items = true
+					s.sendMeta()
+				} else if s.curKey == "metadata" && c == '{' {
+					s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 1, s.capture[:0], i
+				}
+			case s.depth == 2 && s.items && c == '{' && !s.capping:
+				s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 2, nil, i
+			}
+			s.depth++
+		case '}', ']':
+			s.depth--
+			switch {
+			case s.depth < 0:
+				s.err = errors.New("wire: unbalanced JSON list")
+				return 0, s.err
+			case s.capping && !s.capIsStr && s.depth == s.capDepth:
+				s.capture = append(s.capture, p[start:i+1]...)
+				s.finishCapture()
+			case s.depth == 1 && s.items:
+				s.items = false
+			case s.depth == 0:
+				s.done = true
+			}
+		default:
+			if s.depth == 1 && s.expect == expectValue {
+				s.expect = expectComma // a scalar value we do not need
+			}
+		}
+		if s.err != nil {
+			return 0, s.err
+		}
+	}
+	if s.capping {
+		s.capture = append(s.capture, p[start:]...)
+	}
+	return len(p), nil
+}
+
+func (s *jsonList) finishCapture() {
+	s.capping = false
+	v := s.capture
+	switch {
+	case s.capDepth == 2:
+		if s.err == nil && s.h.Item != nil {
+			s.err = s.h.Item(jsonWithTypeMeta(v, s.meta.APIVersion, s.meta.ItemKind()))
+		}
+		s.capture = nil
+	case s.curKey == "kind":
+		_ = json.Unmarshal(v, &s.meta.Kind)
+	case s.curKey == "apiVersion":
+		_ = json.Unmarshal(v, &s.meta.APIVersion)
+	case s.curKey == "metadata":
+		var lm struct {
+			ResourceVersion string `json:"resourceVersion"`
+			Continue        string `json:"continue"`
+		}
+		if err := json.Unmarshal(v, &lm); err != nil {
+			s.err = fmt.Errorf("wire: list metadata: %w", err)
+			return
+		}
+		s.meta.ResourceVersion, s.meta.Continue = lm.ResourceVersion, lm.Continue
+	}
+}
+
+func (s *jsonList) sendMeta() {
+	if !s.metaSent && s.h.Meta != nil {
+		s.h.Meta(s.meta)
+	}
+	s.metaSent = true
+}
+
+func (s *jsonList) Close() error {
+	if s.err != nil {
+		return s.err
+	}
+	if !s.done {
+		return ErrIncompleteList
+	}
+	s.sendMeta()
+	return nil
+}
+
+// jsonWithTypeMeta returns the object with "kind" and "apiVersion" as its first members, the way
+// the apiserver writes a single object; an object that has them already is returned as it is.
+func jsonWithTypeMeta(obj []byte, apiVersion, kind string) []byte {
+	if kind == "" || !bytes.HasPrefix(obj, []byte("{")) || hasTopLevelKind(obj) {
+		return obj
+	}
+	head := `{"kind":` + quote(kind) + `,"apiVersion":` + quote(apiVersion)
+	if len(bytes.TrimSpace(obj[1:])) > 1 { // not an empty object
+		head += ","
+	}
+	out := make([]byte, 0, len(head)+len(obj))
+	return append(append(out, head...), obj[1:]...)
+}
+
+// hasTopLevelKind reports whether the object's first member is "kind" (how the apiserver and
+// unstructured objects write it).
+func hasTopLevelKind(obj []byte) bool {
+	rest := bytes.TrimLeft(obj[1:], " \t\r\n")
+	return bytes.HasPrefix(rest, []byte(`"kind"`)) || bytes.HasPrefix(rest, []byte(`"apiVersion"`))
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// ---- protobuf ----
+
+// protoList reads the envelope (magic, runtime.Unknown{typeMeta=1, raw=2}) and, inside raw, the
+// List message (metadata=1, items=2 repeated), buffering only the field being read.
+type protoList struct {
+	h        ListHandler
+	buf      []byte
+	off      int64 // absolute offset of buf[0]
+	stage    int   // 0 magic, 1 envelope fields, 2 list fields
+	listEnd  int64
+	skip     int64
+	meta     ListMeta
+	metaSent bool
+	sawList  bool
+	err      error
+}
+
+func (s *protoList) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.skip > 0 {
+		k := min(int64(len(p)), s.skip)
+		s.skip -= k
+		s.off += k
+		p = p[k:]
+	}
+	s.buf = append(s.buf, p...)
+	s.err = s.parse()
+	return len(p), s.err
+}
+
+func (s *protoList) parse() error {
+	for {
+		if s.skip > 0 {
+			k := min(int64(len(s.buf)), s.skip)
+			s.consume(int(k))
+			s.skip -= k
+			if s.skip > 0 {
+				return nil
+			}
+		}
+		switch s.stage {
+		case 0:
+			if len(s.buf) < len(protoMagic) {
+				return nil
+			}
+			if !bytes.Equal(s.buf[:len(protoMagic)], protoMagic) {
+				return ErrNotProtobuf
+			}
+			s.consume(len(protoMagic))
+			s.stage = 1
+			continue
+		case 2:
+			if s.off == s.listEnd {
+				s.stage = 1
+				s.sendMeta()
+				continue
+			}
+		}
+		tag, n := varint(s.buf)
+		if n == 0 {
+			return nil
+		}
+		if n < 0 {
+			return errors.New("wire: bad protobuf tag")
+		}
+		num, typ := int(tag>>3), int(tag&7)
+		if typ != wireBytes {
+			f, m, err := nextField(s.buf)
+			if err == errTruncated {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			_ = f
+			s.consume(m)
+			continue
+		}
+		l, m := varint(s.buf[n:])
+		if m == 0 {
+			return nil
+		}
+		if m < 0 {
+			return errors.New("wire: bad protobuf length")
+		}
+		hdr := n + m
+		switch {
+		case s.stage == 1 && num == 2: // raw: the List message; descend into it
+			s.consume(hdr)
+			s.stage, s.listEnd, s.sawList = 2, s.off+int64(l), true
+			continue
+		case s.stage == 1 && num == 1, s.stage == 2 && (num == 1 || num == 2):
+			// a field we read whole: wait for all of it
+			if uint64(len(s.buf)-hdr) < l {
+				return nil
+			}
+			data := s.buf[hdr : hdr+int(l)]
+			if err := s.field(num, data); err != nil {
+				return err
+			}
+			s.consume(hdr + int(l))
+		default:
+			s.consume(hdr)
+			s.skip = int64(l)
+		}
+	}
+}
+
+func (s *protoList) field(num int, data []byte) error {
+	switch {
+	case s.stage == 1 && num == 1: // TypeMeta{apiVersion=1, kind=2}
+		s.meta.APIVersion, _ = protoPath(data, []int{1}, false)
+		s.meta.Kind, _ = protoPath(data, []int{2}, false)
+	case num == 1: // ListMeta{resourceVersion=2, continue=3}
+		s.meta.ResourceVersion, _ = protoPath(data, []int{2}, false)
+		s.meta.Continue, _ = protoPath(data, []int{3}, false)
+	case num == 2:
+		s.sendMeta()
+		if s.h.Item == nil {
+			return nil
+		}
+		item, err := EncodeProtoRaw(s.meta.APIVersion, s.meta.ItemKind(), data)
+		if err != nil {
+			return err
+		}
+		return s.h.Item(item)
+	}
+	return nil
+}
+
+func (s *protoList) consume(n int) {
+	s.off += int64(n)
+	s.buf = s.buf[n:]
+	if len(s.buf) == 0 {
+		s.buf = s.buf[:0:0] // let a large item's buffer go
+	}
+}
+
+func (s *protoList) sendMeta() {
+	if !s.metaSent && s.h.Meta != nil {
+		s.h.Meta(s.meta)
+	}
+	s.metaSent = true
+}
+
+func (s *protoList) Close() error {
+	if s.err != nil {
+		return s.err
+	}
+	if !s.sawList || s.stage == 2 || len(s.buf) > 0 || s.skip > 0 {
+		return ErrIncompleteList
+	}
+	s.sendMeta()
+	return nil
+}

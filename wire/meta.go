@@ -1,0 +1,208 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Meta is what nodehub needs to know about one object, read from its raw bytes without decoding
+// the whole object into a Go type.
+type Meta struct {
+	APIVersion, Kind string
+	Namespace, Name  string
+	UID              string
+	ResourceVersion  string
+	Labels           map[string]string
+	// Fields holds the values of the field-selector fields Kubernetes defines for the resource
+	// (spec.nodeName and status.phase for pods, …), absent ones as their zero value. Every object
+	// also answers metadata.name and metadata.namespace.
+	Fields map[string]string
+}
+
+// selectable is one field a field selector may name, with where it is in protobuf.
+type selectable struct {
+	path  string
+	proto []int
+	kind  byte // 's' string, 'b' bool, 'i' integer
+}
+
+// selectableFields are the field-selector fields of built-in resources beyond metadata.name and
+// metadata.namespace (the apiserver's own per-resource field sets), by resource name. Custom
+// resources are JSON only; their other fields are looked up in the object itself (FieldValue).
+var selectableFields = map[string][]selectable{
+	"pods": {
+		{"spec.nodeName", []int{2, 10}, 's'}, {"spec.restartPolicy", []int{2, 3}, 's'},
+		{"spec.schedulerName", []int{2, 19}, 's'}, {"spec.serviceAccountName", []int{2, 8}, 's'},
+		{"spec.hostNetwork", []int{2, 11}, 'b'}, {"status.phase", []int{3, 1}, 's'},
+		{"status.podIP", []int{3, 6}, 's'}, {"status.nominatedNodeName", []int{3, 11}, 's'},
+	},
+	"nodes": {{"spec.unschedulable", []int{2, 4}, 'b'}},
+	"events": {
+		{"involvedObject.kind", []int{2, 1}, 's'}, {"involvedObject.namespace", []int{2, 2}, 's'},
+		{"involvedObject.name", []int{2, 3}, 's'}, {"involvedObject.uid", []int{2, 4}, 's'},
+		{"involvedObject.apiVersion", []int{2, 5}, 's'}, {"involvedObject.resourceVersion", []int{2, 6}, 's'},
+		{"involvedObject.fieldPath", []int{2, 7}, 's'}, {"reason", []int{3}, 's'},
+		{"reportingComponent", []int{14}, 's'}, {"source", []int{5, 1}, 's'}, {"type", []int{9}, 's'},
+	},
+	"secrets":                {{"type", []int{3}, 's'}},
+	"services":               {{"spec.clusterIP", []int{2, 3}, 's'}, {"spec.type", []int{2, 4}, 's'}},
+	"namespaces":             {{"status.phase", []int{3, 1}, 's'}},
+	"replicationcontrollers": {{"status.replicas", []int{3, 1}, 'i'}},
+}
+
+// jsonPaths are where selectable fields live in JSON when it differs from the field name.
+var jsonPaths = map[string]string{"source": "source.component"}
+
+// ExtractMeta reads an object's metadata (and its resource's selectable fields) from its raw
+// bytes, JSON or the protobuf envelope.
+func ExtractMeta(raw []byte, resource string) (Meta, error) {
+	if bytes.HasPrefix(raw, protoMagic) {
+		return protoMeta(raw, resource)
+	}
+	return jsonMeta(raw, resource)
+}
+
+func jsonMeta(raw []byte, resource string) (Meta, error) {
+	var obj struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name            string            `json:"name"`
+			Namespace       string            `json:"namespace"`
+			UID             string            `json:"uid"`
+			ResourceVersion string            `json:"resourceVersion"`
+			Labels          map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return Meta{}, fmt.Errorf("wire: object metadata: %w", err)
+	}
+	m := Meta{APIVersion: obj.APIVersion, Kind: obj.Kind, Name: obj.Metadata.Name, Namespace: obj.Metadata.Namespace,
+		UID: obj.Metadata.UID, ResourceVersion: obj.Metadata.ResourceVersion, Labels: obj.Metadata.Labels}
+	if sel := selectableFields[resource]; len(sel) > 0 {
+		m.Fields = make(map[string]string, len(sel))
+		for _, f := range sel {
+			path := f.path
+			if p, ok := jsonPaths[path]; ok {
+				path = p
+			}
+			v, _ := JSONField(raw, path)
+			m.Fields[f.path] = zeroDefault(v, f.kind)
+		}
+	}
+	return m, nil
+}
+
+func protoMeta(raw []byte, resource string) (Meta, error) {
+	av, kind, obj, err := DecodeProtoEnvelope(raw)
+	if err != nil {
+		return Meta{}, err
+	}
+	m := Meta{APIVersion: av, Kind: kind}
+	om, ok := protoPath(obj, []int{1}, false)
+	if !ok {
+		return Meta{}, fmt.Errorf("wire: %s without metadata", kind)
+	}
+	err = protoFields([]byte(om), func(f field) bool {
+		if f.typ != wireBytes {
+			return true
+		}
+		switch f.num {
+		case 1:
+			m.Name = string(f.data)
+		case 3:
+			m.Namespace = string(f.data)
+		case 5:
+			m.UID = string(f.data)
+		case 6:
+			m.ResourceVersion = string(f.data)
+		case 11: // labels: map entry {key=1, value=2}
+			k, _ := protoPath(f.data, []int{1}, false)
+			v, _ := protoPath(f.data, []int{2}, false)
+			if m.Labels == nil {
+				m.Labels = map[string]string{}
+			}
+			m.Labels[k] = v
+		}
+		return true
+	})
+	if err != nil {
+		return Meta{}, fmt.Errorf("wire: %s metadata: %w", kind, err)
+	}
+	if sel := selectableFields[resource]; len(sel) > 0 {
+		m.Fields = make(map[string]string, len(sel))
+		for _, f := range sel {
+			v, _ := protoPath(obj, f.proto, f.kind == 'b')
+			m.Fields[f.path] = zeroDefault(v, f.kind)
+		}
+	}
+	return m, nil
+}
+
+func zeroDefault(v string, kind byte) string {
+	if v != "" {
+		return v
+	}
+	switch kind {
+	case 'b':
+		return "false"
+	case 'i':
+		return "0"
+	}
+	return ""
+}
+
+// FieldValue returns the value a field selector compares for path: metadata.name and
+// metadata.namespace, the resource's selectable fields, or (JSON objects only) any scalar at that
+// dotted path, as custom resources' selectableFields allow.
+func (m Meta) FieldValue(path string, raw []byte) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return m.Name, true
+	case "metadata.namespace":
+		return m.Namespace, true
+	}
+	if v, ok := m.Fields[path]; ok {
+		return v, true
+	}
+	if len(raw) > 0 && raw[0] == '{' {
+		return JSONField(raw, path)
+	}
+	return "", false
+}
+
+// JSONField returns the scalar at a dotted path of a JSON object: strings unquoted, numbers and
+// booleans as written.
+func JSONField(raw []byte, path string) (string, bool) {
+	cur := json.RawMessage(raw)
+	for _, key := range strings.Split(path, ".") {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(cur, &obj); err != nil {
+			return "", false
+		}
+		v, ok := obj[key]
+		if !ok {
+			return "", false
+		}
+		cur = v
+	}
+	cur = bytes.TrimSpace(cur)
+	if len(cur) == 0 || cur[0] == '{' || cur[0] == '[' || string(cur) == "null" {
+		return "", false
+	}
+	if cur[0] == '"' {
+		s, err := strconv.Unquote(string(cur))
+		if err != nil {
+			var u string
+			if json.Unmarshal(cur, &u) != nil {
+				return "", false
+			}
+			s = u
+		}
+		return s, true
+	}
+	return string(cur), true
+}

@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestExtractMetaJSONAndProtobufAgree(t *testing.T) {
+	js, pb := encoders(t)
+	for _, enc := range [][]byte{encode(t, js, testPod(3)), encode(t, pb, testPod(3))} {
+		enc = bytes.TrimSuffix(enc, []byte("\n"))
+		m, err := ExtractMeta(enc, "pods")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Name != "p-3" || m.Namespace != "ns" || m.UID != "u" || m.ResourceVersion != "103" || m.Kind != "Pod" || m.APIVersion != "v1" {
+			t.Fatalf("meta %+v", m)
+		}
+		if m.Labels["app"] != "x" || m.Labels["i"] != "3" || len(m.Labels) != 2 {
+			t.Fatalf("labels %v", m.Labels)
+		}
+		want := map[string]string{"spec.nodeName": "edge-1", "status.phase": "Running", "spec.hostNetwork": "false", "status.podIP": "", "spec.restartPolicy": ""}
+		for k, v := range want {
+			if got, ok := m.FieldValue(k, enc); !ok || got != v {
+				t.Errorf("field %s = %q,%v want %q", k, got, ok, v)
+			}
+		}
+		if got, _ := m.FieldValue("metadata.name", enc); got != "p-3" {
+			t.Errorf("metadata.name %q", got)
+		}
+	}
+}
+
+func TestJSONFieldOfCustomResource(t *testing.T) {
+	obj := []byte(`{"apiVersion":"apps.openyurt.io/v1beta2","kind":"NodePool","metadata":{"name":"a"},"spec":{"type":"Edge","replicas":3,"on":true,"x":{"y":"z"}}}`)
+	for path, want := range map[string]string{"spec.type": "Edge", "spec.replicas": "3", "spec.on": "true", "spec.x.y": "z"} {
+		if got, ok := JSONField(obj, path); !ok || got != want {
+			t.Errorf("%s = %q,%v", path, got, ok)
+		}
+	}
+	if _, ok := JSONField(obj, "spec.x"); ok {
+		t.Error("an object is not a scalar")
+	}
+}

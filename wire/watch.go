@@ -1,0 +1,201 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Watch event types.
+const (
+	EventAdded    = "ADDED"
+	EventModified = "MODIFIED"
+	EventDeleted  = "DELETED"
+	EventBookmark = "BOOKMARK"
+	EventError    = "ERROR"
+)
+
+// WatchEvent is one event of a watch stream. Object is the standalone object in the stream's
+// format (JSON, or the protobuf envelope), owned by the receiver.
+type WatchEvent struct {
+	Type   string
+	Object []byte
+}
+
+// WatchSplitter takes a watch stream in pieces and hands out whole events.
+type WatchSplitter interface {
+	Write(p []byte) (int, error)
+}
+
+// maxFrame bounds one protobuf watch frame (the apiserver's own limit on objects is 1.5 MiB;
+// a CRD object may be larger, so leave room).
+const maxFrame = 64 << 20
+
+// NewWatchSplitter returns a splitter for a watch stream of the given media type (newline-separated
+// JSON objects, or 4-byte big-endian length-prefixed protobuf frames).
+func NewWatchSplitter(m MediaType, fn func(WatchEvent) error) WatchSplitter {
+	if m.IsProtobuf() {
+		return &protoWatch{fn: fn}
+	}
+	return &jsonWatch{fn: fn}
+}
+
+type jsonWatch struct {
+	fn    func(WatchEvent) error
+	depth int
+	inStr bool
+	esc   bool
+	cur   []byte
+	err   error
+}
+
+func (s *jsonWatch) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	start := -1
+	if s.depth > 0 {
+		start = 0
+	}
+	for i, c := range p {
+		if s.inStr {
+			switch {
+			case s.esc:
+				s.esc = false
+			case c == '\\':
+				s.esc = true
+			case c == '"':
+				s.inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			s.inStr = true
+		case '{', '[':
+			if s.depth == 0 {
+				start, s.cur = i, s.cur[:0]
+			}
+			s.depth++
+		case '}', ']':
+			s.depth--
+			if s.depth < 0 {
+				s.err = errors.New("wire: unbalanced JSON watch stream")
+				return 0, s.err
+			}
+			if s.depth == 0 {
+				s.cur = append(s.cur, p[start:i+1]...)
+				start = -1
+				if s.err = s.event(s.cur); s.err != nil {
+					return 0, s.err
+				}
+			}
+		}
+	}
+	if start >= 0 {
+		s.cur = append(s.cur, p[start:]...)
+	}
+	return len(p), nil
+}
+
+func (s *jsonWatch) event(frame []byte) error {
+	var ev struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := json.Unmarshal(frame, &ev); err != nil {
+		return fmt.Errorf("wire: watch event: %w", err)
+	}
+	return s.fn(WatchEvent{Type: ev.Type, Object: ev.Object})
+}
+
+type protoWatch struct {
+	fn  func(WatchEvent) error
+	buf []byte
+	err error
+}
+
+func (s *protoWatch) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.buf = append(s.buf, p...)
+	for len(s.buf) >= 4 {
+		n := binary.BigEndian.Uint32(s.buf)
+		if n > maxFrame {
+			s.err = fmt.Errorf("wire: watch frame of %d bytes", n)
+			return 0, s.err
+		}
+		if uint32(len(s.buf)-4) < n {
+			break
+		}
+		frame := s.buf[4 : 4+n]
+		ev, err := DecodeProtoWatchEvent(frame)
+		if err == nil {
+			err = s.fn(ev)
+		}
+		if err != nil {
+			s.err = err
+			return 0, err
+		}
+		s.buf = s.buf[4+n:]
+	}
+	if len(s.buf) == 0 {
+		s.buf = s.buf[:0:0]
+	}
+	return len(p), nil
+}
+
+// DecodeProtoWatchEvent reads one protobuf watch frame: a metav1.WatchEvent{type=1,
+// object=2 RawExtension{raw=1}}, bare as the apiserver frames it, or in an envelope.
+func DecodeProtoWatchEvent(frame []byte) (WatchEvent, error) {
+	if bytes.HasPrefix(frame, protoMagic) {
+		_, _, raw, err := DecodeProtoEnvelope(frame)
+		if err != nil {
+			return WatchEvent{}, err
+		}
+		frame = raw
+	}
+	var ev WatchEvent
+	var obj []byte
+	err := protoFields(frame, func(f field) bool {
+		switch {
+		case f.num == 1 && f.typ == wireBytes:
+			ev.Type = string(f.data)
+		case f.num == 2 && f.typ == wireBytes:
+			if raw, ok := protoPath(f.data, []int{1}, false); ok {
+				obj = []byte(raw)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return WatchEvent{}, fmt.Errorf("wire: watch frame: %w", err)
+	}
+	ev.Object = obj
+	return ev, nil
+}
+
+// EncodeProtoWatchEvent frames one event as the apiserver does: a 4-byte big-endian length, then a
+// bare WatchEvent whose object is the (envelope-encoded) object.
+func EncodeProtoWatchEvent(ev WatchEvent) []byte {
+	raw := appendBytesField(nil, 1, ev.Object)
+	msg := appendBytesField(nil, 1, []byte(ev.Type))
+	msg = appendBytesField(msg, 2, raw)
+	out := make([]byte, 4, 4+len(msg))
+	binary.BigEndian.PutUint32(out, uint32(len(msg)))
+	return append(out, msg...)
+}
+
+// EncodeJSONWatchEvent writes one event as the apiserver does: {"type":...,"object":...} and a
+// newline.
+func EncodeJSONWatchEvent(ev WatchEvent) []byte {
+	out := make([]byte, 0, len(ev.Object)+32)
+	out = append(out, `{"type":`...)
+	out = append(out, quote(ev.Type)...)
+	out = append(out, `,"object":`...)
+	out = append(out, ev.Object...)
+	return append(out, "}\n"...)
+}
