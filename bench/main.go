@@ -127,7 +127,7 @@ func run(rounds, pods int, sizes bool, cpuprofile string) error {
 		fmt.Printf("%s\thub\t%v\t%v\n", q.name, mh, pct(hubT, 99))
 		fmt.Printf("%s\tdirect\t%v\t%v\n", q.name, md, pct(dirT, 99))
 		fmt.Printf("%s\tratio_median_hub_over_direct\t%.2f\n", q.name, float64(mh)/float64(md))
-		fmt.Printf("%s\thub_cpu_per_request\t%v\n", q.name, ((cpu1-cpu0)/time.Duration(rounds+20)).Round(time.Microsecond))
+		fmt.Printf("%s\thub_cpu_per_request\t%v\n", q.name, ((cpu1 - cpu0) / time.Duration(rounds+20)).Round(time.Microsecond))
 	}
 	loaded, err := rssKiB(h)
 	if err != nil {
