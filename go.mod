@@ -3,6 +3,7 @@ module nodehub
 go 1.26.0
 
 require (
+	golang.org/x/sys v0.49.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 )

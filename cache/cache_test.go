@@ -1,0 +1,343 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodehub/wire"
+)
+
+func openStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func pod(name, node, rv string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", ResourceVersion: rv, Labels: labels, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{NodeName: node}}
+}
+
+func podJSON(t *testing.T, p *corev1.Pod) []byte {
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// listBody is a JSON PodList as the apiserver writes it: items without kind/apiVersion.
+func listBody(t *testing.T, rv string, pods ...*corev1.Pod) []byte {
+	l := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: rv}}
+	for _, p := range pods {
+		c := *p
+		c.TypeMeta = metav1.TypeMeta{}
+		l.Items = append(l.Items, c)
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func newManager(s *Store) *Manager {
+	return &Manager{Policy: Policy{Agents: DefaultAgents}, Store: s, Writer: NewWriter(s, 0, nil)}
+}
+
+// respond tees body through the manager as the response to method+url from component, reading it
+// in small pieces as a client would, and waits for the writer.
+func respond(t *testing.T, m *Manager, method, url, component string, body []byte) {
+	t.Helper()
+	r, _ := http.NewRequest(method, "http://hub"+url, nil)
+	r.Header.Set("User-Agent", component+"/v1")
+	ri, err := wire.ParseRequest(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {wire.MediaJSON}}, Body: io.NopCloser(bytes.NewReader(body))}
+	tb := m.Tee(ri, component, resp)
+	if tb == nil {
+		t.Fatalf("%s %s not cached", method, url)
+	}
+	buf := make([]byte, 7)
+	for {
+		if _, err := tb.Read(buf); err != nil {
+			break
+		}
+	}
+	tb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Writer.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func names(t *testing.T, s *Store, owner, ns, ls, fs string) ([]string, ListResult) {
+	t.Helper()
+	sel, err := NewSelector(ns, ls, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	res, err := s.EachInList(Resource{Owner: owner, Version: "v1", Resource: "pods"}, sel, func(it Item) error {
+		out = append(out, it.Header.Name)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out, res
+}
+
+func TestListsWithDifferentSelectorsAndReconcile(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	a := pod("a", "edge-1", "10", map[string]string{"app": "x"})
+	b := pod("b", "edge-1", "11", map[string]string{"app": "y"})
+	c := pod("c", "edge-2", "12", map[string]string{"app": "x"})
+	respond(t, m, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "kubelet", listBody(t, "100", a, b))
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dx", "kubelet", listBody(t, "101", a, c))
+
+	if got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); strings.Join(got, ",") != "a,b" || res.Record == nil || res.Record.ResourceVersion != "100" {
+		t.Fatalf("node list reads back %v %+v", got, res.Record)
+	}
+	if got, res := names(t, s, "kubelet", "default", "app=x", ""); strings.Join(got, ",") != "a,c" || res.Record.ResourceVersion != "101" {
+		t.Fatalf("label list reads back %v", got)
+	}
+	// The file is the object as a GET returns it: kind and apiVersion first.
+	it, err := s.GetObject(Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "a"})
+	if err != nil || !bytes.Equal(it.Body, podJSON(t, a)) {
+		t.Fatalf("stored a: %v\n%s\n%s", err, it.Body, podJSON(t, a))
+	}
+
+	// Re-list of the node list without a: a stays (the label list still holds it), b is updated.
+	files0 := s.Stats().FilesWritten
+	b2 := pod("b", "edge-1", "20", map[string]string{"app": "y"})
+	respond(t, m, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "kubelet", listBody(t, "200", b2))
+	if got, _ := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); strings.Join(got, ",") != "a,b" {
+		t.Fatalf("a deleted though another list holds it: %v", got)
+	}
+	if n := s.Stats().FilesWritten - files0; n != 2 { // b and the list record
+		t.Fatalf("re-list wrote %d files, want 2 (b's new version and the record)", n)
+	}
+	// Re-list of the label list without a: now nobody holds a, so it goes.
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dx", "kubelet", listBody(t, "201", c))
+	if got, _ := names(t, s, "kubelet", "default", "", ""); strings.Join(got, ",") != "b,c" {
+		t.Fatalf("after both re-lists: %v", got)
+	}
+	// The same list again, nothing changed: no object is written.
+	files1 := s.Stats().FilesWritten
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dx", "kubelet", listBody(t, "201", c))
+	if n := s.Stats().FilesWritten - files1; n != 1 {
+		t.Fatalf("unchanged re-list wrote %d files, want only the record", n)
+	}
+	// Another component's cache is separate.
+	if got, res := names(t, s, "kube-proxy", "", "", ""); len(got) != 0 || res.Record != nil {
+		t.Fatalf("kube-proxy sees kubelet's cache: %v", got)
+	}
+}
+
+func TestWatchEventsApplyAndCoalesce(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	var stream []byte
+	for i, rv := range []string{"5", "6", "7"} {
+		p := pod("w", "edge-1", rv, map[string]string{"v": fmt.Sprint(i)})
+		typ := wire.EventModified
+		if i == 0 {
+			typ = wire.EventAdded
+		}
+		stream = append(stream, wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: typ, Object: podJSON(t, p)})...)
+	}
+	gone := pod("gone", "edge-1", "8", nil)
+	stream = append(stream, wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventAdded, Object: podJSON(t, gone)})...)
+	stream = append(stream, wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventDeleted, Object: podJSON(t, gone)})...)
+	stream = append(stream, wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventBookmark, Object: []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9"}}`)})...)
+	respond(t, m, "GET", "/api/v1/pods?watch=true", "kubelet", stream)
+	got, _ := names(t, s, "kubelet", "", "", "")
+	if strings.Join(got, ",") != "w" {
+		t.Fatalf("after the watch: %v", got)
+	}
+	it, _ := s.GetObject(Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "w"})
+	if it.Header.ResourceVersion != "7" {
+		t.Fatalf("w at rv %s", it.Header.ResourceVersion)
+	}
+	// The three versions of w arrived in one batch: one file write, not three.
+	if n := s.Stats().FilesWritten; n != 1 {
+		t.Fatalf("%d files written for a coalesced batch", n)
+	}
+	// An older version never replaces a newer one.
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods/w", "kubelet", podJSON(t, pod("w", "edge-1", "6", nil)))
+	it, _ = s.GetObject(Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "w"})
+	if it.Header.ResourceVersion != "7" {
+		t.Fatalf("older GET replaced newer: rv %s", it.Header.ResourceVersion)
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	p := Policy{Agents: DefaultAgents, Excluded: []string{"calico-node"}}
+	for url, want := range map[string]bool{
+		"kubelet GET /api/v1/pods":                                  true,
+		"kubelet GET /api/v1/namespaces/a/secrets/s":                true,
+		"kube-proxy GET /api/v1/namespaces/a/secrets/s":             false,
+		"kubelet GET /api/v1/namespaces/a/pods/p/log":               false,
+		"kubelet PATCH /api/v1/nodes/n/status":                      true,
+		"kubelet POST /api/v1/namespaces/a/serviceaccounts/s/token": false,
+		"kubelet POST /apis/certificates.k8s.io/v1/certificatesigningrequests": false,
+		"kubelet DELETE /api/v1/namespaces/a/pods/p":                           false,
+		"kubelet GET /api/v1/namespaces/a/pods/p/proxy/x":                      false,
+		"calico-node GET /api/v1/pods":                                         false,
+		"kubectl GET /api/v1/pods":                                             false,
+		"kubelet GET /version":                                                 false,
+	} {
+		f := strings.Fields(url)
+		r, _ := http.NewRequest(f[1], "http://hub"+f[2], nil)
+		r.Header.Set("User-Agent", f[0]+"/v1")
+		ri, _ := wire.ParseRequest(r)
+		if _, got := p.Caches(ri); got != want {
+			t.Errorf("%s: cached=%v want %v", url, got, want)
+		}
+	}
+	if _, ok := (Policy{Agents: []string{"*"}, Excluded: []string{"calico-node"}}).Caches(&wire.RequestInfo{IsResource: true, Verb: "list", Resource: "ipamblocks", Component: "calico-node"}); ok {
+		t.Error("exclusion must win over *")
+	}
+}
+
+func TestCorruptFileIsQuarantinedNotServed(t *testing.T) {
+	s := openStore(t)
+	k := Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "p"}
+	h := Header{ContentType: wire.MediaJSON, Name: "p", Namespace: "default", ResourceVersion: "1"}
+	if err := s.Put(k, &h, []byte(`{"kind":"Pod"}`)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(s.Path(), k.Path())
+	data, _ := os.ReadFile(path)
+	data[len(data)-3] ^= 0xff
+	os.WriteFile(path, data, 0o600)
+	if _, _, err := s.Get(k); err == nil {
+		t.Fatal("corrupt file served")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatal("corrupt file not moved aside")
+	}
+	q, _ := os.ReadDir(filepath.Join(s.Path(), quarantineDir))
+	if len(q) != 1 {
+		t.Fatalf("%d files in quarantine", len(q))
+	}
+}
+
+func TestYurtHubCacheFileIsRead(t *testing.T) {
+	s := openStore(t)
+	dir := filepath.Join(s.Path(), "kubelet", "pods.v1.core", "default")
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "old"), podJSON(t, pod("old", "edge-1", "3", map[string]string{"a": "b"})), 0o600)
+	got, _ := names(t, s, "kubelet", "", "a=b", "spec.nodeName=edge-1")
+	if strings.Join(got, ",") != "old" {
+		t.Fatalf("YurtHub file not read: %v", got)
+	}
+}
+
+func TestKeysNeverEscapeTheCache(t *testing.T) {
+	s := openStore(t)
+	for _, k := range []Key{
+		{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "..", Name: "x"},
+		{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Name: "a/b"},
+		{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "../pods"}, Name: "x"},
+		{Resource: Resource{Owner: "", Version: "v1", Resource: "pods"}, Name: "x"},
+	} {
+		if err := s.Put(k, &Header{}, []byte("{}")); err == nil {
+			t.Errorf("put %+v succeeded", k)
+		}
+	}
+	odd := Key{Resource: Resource{Owner: "../evil", Version: "v1", Resource: "pods"}, Name: ".hidden%1"}
+	if err := s.Put(odd, &Header{Name: odd.Name}, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	s.Keys(odd.Resource, "", func(k Key) error { found = append(found, k.Name); return nil })
+	if len(found) != 1 || found[0] != ".hidden%1" {
+		t.Fatalf("odd names do not round-trip: %v", found)
+	}
+}
+
+func TestSecondProcessCannotOpen(t *testing.T) {
+	s := openStore(t)
+	if _, err := Open(s.Path(), nil); err == nil {
+		t.Fatal("second open of a locked cache succeeded")
+	}
+}
+
+func TestFullQueueKeepsClientStreamingAndMarksIncomplete(t *testing.T) {
+	s := openStore(t)
+	release := make(chan struct{})
+	s.hook = func(string) error { <-release; return nil } // a disk that hangs
+	m := &Manager{Policy: Policy{Agents: []string{"*"}}, Store: s, Writer: NewWriter(s, 64<<10, nil)}
+	var stream []byte
+	for i := 0; i < 2000; i++ {
+		stream = append(stream, wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventAdded, Object: podJSON(t, pod(fmt.Sprint("p", i), "edge-1", fmt.Sprint(i+1), nil))})...)
+	}
+	r, _ := http.NewRequest("GET", "http://hub/api/v1/pods?watch=true", nil)
+	r.Header.Set("User-Agent", "kubelet/1")
+	ri, _ := wire.ParseRequest(r)
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {wire.MediaJSON}}, Body: io.NopCloser(bytes.NewReader(stream))}
+	var dropped int
+	m.Writer.OnDrop = func(Resource) { dropped++ }
+	tb := m.Tee(ri, "kubelet", resp)
+	start := time.Now()
+	got, err := io.ReadAll(tb)
+	if err != nil || !bytes.Equal(got, stream) {
+		t.Fatalf("client stream changed: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("client waited %v on a hung disk", d)
+	}
+	if dropped == 0 || m.Writer.Queued() > 64<<10 {
+		t.Fatalf("queue not bounded: dropped %d queued %d", dropped, m.Writer.Queued())
+	}
+	close(release)
+	tb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.Writer.Flush(ctx)
+}
+
+func TestENOSPCIsReportedAndNothingCorrupted(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	var errs int
+	m.Writer.OnError = func(Resource, error) { errs++ }
+	a := pod("a", "edge-1", "1", nil)
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods/a", "kubelet", podJSON(t, a))
+	s.hook = func(string) error { return syscall.ENOSPC }
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods/a", "kubelet", podJSON(t, pod("a", "edge-1", "2", nil)))
+	if errs == 0 {
+		t.Fatal("ENOSPC not reported")
+	}
+	it, err := s.GetObject(Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "a"})
+	if err != nil || it.Header.ResourceVersion != "1" {
+		t.Fatalf("old copy lost or corrupted by a failed write: %v", err)
+	}
+}

@@ -1,0 +1,131 @@
+package cache
+
+import (
+	"io"
+	"net/http"
+	"strings"
+
+	"nodehub/wire"
+)
+
+// DefaultAgents are the components whose reads are cached by default (YurtHub's list, and the
+// hub's own requests).
+var DefaultAgents = []string{"kubelet", "kube-proxy", "flanneld", "coredns", "raven-agent-ds", "yurt-node-servant", "nodehub"}
+
+// neverCached are resources whose answers are per-request decisions or credentials, not state.
+var neverCached = map[string]bool{
+	"certificatesigningrequests": true, "subjectaccessreviews": true, "selfsubjectaccessreviews": true,
+	"localsubjectaccessreviews": true, "selfsubjectrulesreviews": true, "tokenreviews": true,
+	"selfsubjectreviews": true,
+}
+
+// Policy decides what is cached.
+type Policy struct {
+	// Agents are the components cached; "*" means all.
+	Agents []string
+	// Excluded components are never cached, whatever Agents says (calico's IPAM blocks must never
+	// be served stale).
+	Excluded []string
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Caches reports whether a response to this request would be cached, and as what kind of stream.
+func (p Policy) Caches(ri *wire.RequestInfo) (kind int, ok bool) {
+	if !ri.IsResource || ri.Component == "" || contains(p.Excluded, ri.Component) {
+		return 0, false
+	}
+	if !contains(p.Agents, "*") && !contains(p.Agents, ri.Component) {
+		return 0, false
+	}
+	if neverCached[ri.Resource] || (ri.Subresource != "" && ri.Subresource != "status") {
+		return 0, false
+	}
+	if ri.Resource == "secrets" && ri.Component != "kubelet" {
+		return 0, false
+	}
+	if ri.Accept.As != "" { // Table or PartialObjectMetadata: not the objects themselves
+		return 0, false
+	}
+	switch ri.Verb {
+	case wire.VerbGet, wire.VerbCreate, wire.VerbUpdate, wire.VerbPatch:
+		return StreamObject, true
+	case wire.VerbList:
+		return StreamList, true
+	case wire.VerbWatch:
+		return StreamWatch, true
+	}
+	return 0, false
+}
+
+// Manager connects responses to the cache: it decides what is cached and tees it into the Writer.
+type Manager struct {
+	Policy Policy
+	Store  *Store
+	Writer *Writer
+}
+
+// Tee returns a body that passes resp's body through unchanged while handing a copy to the cache,
+// or nil when the response is not cached. owner names whose cache it goes to.
+func (m *Manager) Tee(ri *wire.RequestInfo, owner string, resp *http.Response) io.ReadCloser {
+	kind, ok := m.Policy.Caches(ri)
+	if !ok || resp.StatusCode/100 != 2 {
+		return nil
+	}
+	media := wire.ParseMediaType(resp.Header.Get("Content-Type"))
+	if media.Type != wire.MediaJSON && media.Type != wire.MediaProtobuf {
+		return nil
+	}
+	enc := strings.ToLower(resp.Header.Get("Content-Encoding"))
+	if enc != "" && enc != "identity" && enc != "gzip" || enc == "gzip" && kind == StreamWatch {
+		return nil
+	}
+	r := Resource{Owner: owner, Group: ri.Group, Version: ri.Version, Resource: ri.Resource}
+	if r.validate() != nil {
+		return nil
+	}
+	ns := ri.Namespace
+	if ri.Resource == "namespaces" {
+		ns = ""
+	}
+	sel, err := NewSelector(ns, ri.LabelSelector, ri.FieldSelector)
+	if err != nil {
+		return nil
+	}
+	st := &Stream{w: m.Writer, r: r, kind: kind, media: media, gzip: enc == "gzip", sel: sel, page: ri.Continue != ""}
+	return &teeBody{rc: resp.Body, st: st}
+}
+
+// teeBody reads the cloud's body for the client and copies what it read into a Stream.
+type teeBody struct {
+	rc    io.ReadCloser
+	st    *Stream
+	ended bool
+}
+
+func (t *teeBody) Read(p []byte) (int, error) {
+	n, err := t.rc.Read(p)
+	if n > 0 {
+		t.st.Write(p[:n])
+	}
+	if err != nil && !t.ended {
+		t.ended = true
+		t.st.End(err == io.EOF)
+	}
+	return n, err
+}
+
+func (t *teeBody) Close() error {
+	if !t.ended {
+		t.ended = true
+		t.st.End(false)
+	}
+	return t.rc.Close()
+}

@@ -1,0 +1,61 @@
+package cache
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Selector is a list's scope: a namespace ("" for all) and its label and field selectors.
+type Selector struct {
+	Namespace string
+	labels    labels.Selector
+	fields    fields.Selector
+	// Raw texts, as the client sent them.
+	LabelSelector, FieldSelector string
+}
+
+// NewSelector parses a list's selectors; bad ones are an error the caller answers with 400.
+func NewSelector(namespace, labelSelector, fieldSelector string) (Selector, error) {
+	ls, err := labels.Parse(labelSelector)
+	if err != nil {
+		return Selector{}, fmt.Errorf("labelSelector: %w", err)
+	}
+	fs, err := fields.ParseSelector(fieldSelector)
+	if err != nil {
+		return Selector{}, fmt.Errorf("fieldSelector: %w", err)
+	}
+	return Selector{Namespace: namespace, labels: ls, fields: fs, LabelSelector: labelSelector, FieldSelector: fieldSelector}, nil
+}
+
+// Everything reports whether the selector selects every object of its namespace.
+func (s Selector) Everything() bool {
+	return (s.labels == nil || s.labels.Empty()) && (s.fields == nil || s.fields.Empty())
+}
+
+// Matches evaluates the selector on an object's header; body (which may be nil, or fetched
+// lazily) is consulted only for a field the header does not carry.
+func (s Selector) Matches(h *Header, body func() []byte) bool {
+	if s.Namespace != "" && h.Namespace != s.Namespace {
+		return false
+	}
+	if s.labels != nil && !s.labels.Empty() && !s.labels.Matches(labels.Set(h.Labels)) {
+		return false
+	}
+	if s.fields == nil || s.fields.Empty() {
+		return true
+	}
+	m := h.Meta()
+	set := fields.Set{}
+	for _, r := range s.fields.Requirements() {
+		v, ok := m.FieldValue(r.Field, nil)
+		if !ok && body != nil {
+			v, ok = m.FieldValue(r.Field, body())
+		}
+		if ok {
+			set[r.Field] = v
+		}
+	}
+	return s.fields.Matches(set)
+}

@@ -1,0 +1,307 @@
+package cache
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"nodehub/wire"
+)
+
+// Kinds of response a Stream carries.
+const (
+	StreamObject = iota // get, and the object a create/update/patch returns
+	StreamList
+	StreamWatch
+)
+
+// Stream is one response being teed into the cache. The client's goroutine calls Write and End;
+// everything else happens on the resource's writer goroutine.
+type Stream struct {
+	w      *Writer
+	r      Resource
+	kind   int
+	media  wire.MediaType
+	gzip   bool
+	sel    Selector
+	page   bool // a list page (limit/continue): its items are kept, its scope not reconciled
+	broken atomic.Bool
+
+	// Writer-side state.
+	list     wire.ListSplitter
+	watch    wire.WatchSplitter
+	buf      []byte
+	seen     map[string]bool
+	listMeta wire.ListMeta
+	failed   bool
+}
+
+// Write hands a copy of p to the resource's queue. It never blocks; when the queue budget is
+// exhausted the stream is abandoned and the resource marked incomplete.
+func (st *Stream) Write(p []byte) {
+	if len(p) == 0 || st.broken.Load() {
+		return
+	}
+	if !st.w.enqueue(st.r, op{st: st, data: bytes.Clone(p)}) {
+		st.broken.Store(true)
+		st.w.markDropped(st.r)
+	}
+}
+
+// End says the response is over; ok is false when it ended early (an error, a cut connection).
+func (st *Stream) End(ok bool) {
+	st.w.enqueue(st.r, op{st: st, end: true, ok: ok && !st.broken.Load()})
+}
+
+// feed parses a chunk (writer goroutine).
+func (st *Stream) feed(b *batch, data []byte) {
+	if st.failed {
+		return
+	}
+	if st.gzip || st.kind == StreamObject {
+		if len(st.buf)+len(data) > maxBody {
+			st.failed = true
+			return
+		}
+		st.buf = append(st.buf, data...)
+		return
+	}
+	st.parse(b, data)
+}
+
+func (st *Stream) parse(b *batch, data []byte) {
+	var err error
+	switch st.kind {
+	case StreamList:
+		if st.list == nil {
+			st.seen = map[string]bool{}
+			st.list = wire.NewListSplitter(st.media, wire.ListHandler{
+				Meta: func(m wire.ListMeta) { st.listMeta = m },
+				Item: func(raw []byte) error { return b.put(st, raw) },
+			})
+		}
+		_, err = st.list.Write(data)
+	case StreamWatch:
+		if st.watch == nil {
+			st.watch = wire.NewWatchSplitter(st.media, func(ev wire.WatchEvent) error { return b.event(st, ev) })
+		}
+		_, err = st.watch.Write(data)
+	}
+	if err != nil {
+		st.failed = true
+		b.w.fail(st.r, fmt.Errorf("cache: parse %s: %w", st.r, err))
+	}
+}
+
+// finish handles the end of the response (writer goroutine).
+func (st *Stream) finish(b *batch, ok bool) {
+	if st.gzip && ok && !st.failed {
+		zr, err := gzip.NewReader(bytes.NewReader(st.buf))
+		if err == nil {
+			var plain []byte
+			plain, err = io.ReadAll(io.LimitReader(zr, maxBody))
+			st.buf = nil
+			if err == nil && st.kind == StreamObject {
+				st.buf = plain
+			} else if err == nil {
+				st.parse(b, plain)
+			}
+		}
+		if err != nil {
+			st.failed = true
+			b.w.fail(st.r, fmt.Errorf("cache: gunzip %s: %w", st.r, err))
+		}
+	}
+	if !ok || st.failed {
+		return
+	}
+	switch st.kind {
+	case StreamObject:
+		if len(st.buf) > 0 {
+			_ = b.put(st, bytes.TrimSpace(st.buf))
+		}
+		st.buf = nil
+	case StreamList:
+		if st.list == nil {
+			return
+		}
+		if err := st.list.Close(); err != nil || st.page || st.listMeta.Continue != "" {
+			return
+		}
+		b.flush() // the items first, so the reconcile sees them
+		b.w.fail(st.r, b.reconcile(st))
+	}
+}
+
+// batch is a queue's pending writes, coalesced by object.
+type batch struct {
+	w       *Writer
+	r       Resource
+	pending map[string]*pend
+	order   []string
+}
+
+type pend struct {
+	key    Key
+	h      Header
+	body   []byte
+	del    bool
+	scoped *Selector // for a delete seen through a selective watch: keep if another list holds it
+}
+
+func newBatch(w *Writer, r Resource) *batch {
+	return &batch{w: w, r: r, pending: map[string]*pend{}}
+}
+
+func (b *batch) apply(o op) {
+	if o.data != nil {
+		if !o.st.broken.Load() {
+			o.st.feed(b, o.data)
+		}
+		return
+	}
+	if o.end {
+		o.st.finish(b, o.ok)
+	}
+}
+
+func (b *batch) add(p *pend) {
+	id := p.key.ID()
+	if _, ok := b.pending[id]; !ok {
+		b.order = append(b.order, id)
+	}
+	b.pending[id] = p
+}
+
+func (b *batch) put(st *Stream, raw []byte) error {
+	m, err := wire.ExtractMeta(raw, b.r.Resource)
+	if err != nil {
+		b.w.fail(b.r, err)
+		return nil // one bad object does not spoil the stream
+	}
+	k := Key{Resource: b.r, Namespace: m.Namespace, Name: m.Name}
+	if err := k.validate(); err != nil {
+		b.w.fail(b.r, err)
+		return nil
+	}
+	if st.seen != nil {
+		st.seen[k.ID()] = true
+	}
+	ct := wire.MediaJSON
+	if st.media.IsProtobuf() && bytes.HasPrefix(raw, []byte("k8s\x00")) {
+		ct = wire.MediaProtobuf
+	}
+	b.add(&pend{key: k, h: headerFor(m, ct), body: raw})
+	return nil
+}
+
+func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
+	switch ev.Type {
+	case wire.EventAdded, wire.EventModified:
+		return b.put(st, ev.Object)
+	case wire.EventDeleted:
+		m, err := wire.ExtractMeta(ev.Object, b.r.Resource)
+		if err != nil {
+			b.w.fail(b.r, err)
+			return nil
+		}
+		p := &pend{key: Key{Resource: b.r, Namespace: m.Namespace, Name: m.Name}, del: true, h: headerFor(m, "")}
+		if !st.sel.Everything() {
+			sel := st.sel
+			p.scoped = &sel
+		}
+		if p.key.validate() == nil {
+			b.add(p)
+		}
+	}
+	return nil
+}
+
+// flush writes the pending objects: an object whose resourceVersion is not newer than the stored
+// one is not written again, unless the stored one is a local (offline) change.
+func (b *batch) flush() {
+	var lists []ListRecord
+	listsRead := false
+	for _, id := range b.order {
+		p := b.pending[id]
+		if p.del {
+			if p.scoped != nil {
+				if !listsRead {
+					lists, _ = b.w.store.Lists(b.r)
+					listsRead = true
+				}
+				if heldByOthers(lists, *p.scoped)[p.key.ID()] {
+					continue
+				}
+			}
+			b.w.fail(b.r, b.w.store.Delete(p.key))
+			continue
+		}
+		if old, err := b.w.store.Header(p.key); err == nil && !old.Local && !newerRV(p.h.ResourceVersion, old.ResourceVersion) {
+			continue // unchanged (or older): no write
+		}
+		b.w.fail(b.r, b.w.store.Put(p.key, &p.h, p.body))
+	}
+	clear(b.pending)
+	b.order = b.order[:0]
+}
+
+// heldByOthers is the set of keys the last answers of every list but sel hold.
+func heldByOthers(lists []ListRecord, sel Selector) map[string]bool {
+	held := map[string]bool{}
+	for _, rec := range lists {
+		if rec.Namespace == sel.Namespace && rec.LabelSelector == sel.LabelSelector && rec.FieldSelector == sel.FieldSelector {
+			continue
+		}
+		for _, k := range rec.Keys {
+			held[k] = true
+		}
+	}
+	return held
+}
+
+// reconcile makes the stored objects in a complete list's scope equal to what the list returned:
+// objects it no longer returns are deleted unless another list still selects them. Then the list
+// is recorded.
+func (b *batch) reconcile(st *Stream) error {
+	lists, err := b.w.store.Lists(b.r)
+	if err != nil {
+		return err
+	}
+	held := heldByOthers(lists, st.sel)
+	var stale []Key
+	err = b.w.store.Keys(b.r, st.sel.Namespace, func(k Key) error {
+		if st.seen[k.ID()] || held[k.ID()] {
+			return nil
+		}
+		h, err := b.w.store.Header(k)
+		if err != nil {
+			return nil
+		}
+		body := func() []byte { _, body, _ := b.w.store.Get(k); return body }
+		if st.sel.Matches(h, body) {
+			stale = append(stale, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range stale {
+		if err := b.w.store.Delete(k); err != nil {
+			return err
+		}
+	}
+	keys := make([]string, 0, len(st.seen))
+	for k := range st.seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	st.seen = nil
+	return b.w.store.PutList(b.r, ListRecord{Namespace: st.sel.Namespace, LabelSelector: st.sel.LabelSelector,
+		FieldSelector: st.sel.FieldSelector, ResourceVersion: st.listMeta.ResourceVersion, Complete: true, At: time.Now().UTC(), Keys: keys})
+}
