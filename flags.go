@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"nodehub/cache"
 	"nodehub/hub/certs"
 	"nodehub/hub/remote"
 )
@@ -39,6 +40,10 @@ type options struct {
 	caFile            string
 	verbosity         int
 	maxProcs          int
+	cacheAgents       string
+	noCacheAgents     string
+	cacheSync         time.Duration
+	gcFrequency       int
 	profiling         bool
 	version           bool
 
@@ -50,7 +55,7 @@ type options struct {
 // with a warning. The value says whether the flag is boolean.
 var notYet = map[string]bool{
 	"proxy-secure-port": false, "namespace": false, "hub-cert-organizations": false,
-	"gc-frequency": false, "max-requests-in-flight": false, "join-token": false,
+	"max-requests-in-flight": false, "join-token": false,
 	"bootstrap-file": false, "enable-dummy-if": true, "enable-iptables": true,
 	"dummy-if-ip": false, "dummy-if-name": false, "enable-resource-filter": true,
 	"disabled-resource-filters": false, "working-mode": false, "enable-node-pool": true,
@@ -61,7 +66,7 @@ var notYet = map[string]bool{
 	"leader-elect-renew-deadline": false, "leader-elect-retry-period": false,
 	"leader-elect-resource-lock": false, "leader-elect-resource-name": false,
 	"leader-elect-resource-namespace": false, "enable-pool-service-topology": true,
-	"access-server-through-hub": true, "cache-agents": false, "host-control-plane-address": false,
+	"access-server-through-hub": true, "host-control-plane-address": false,
 	"yurt-hub-host": false, "yurt-hub-port": false, "yurt-hub-proxy-host": false,
 	"yurt-hub-proxy-port": false, "yurt-hub-proxy-secure-port": false, "cert-mgr-mode": false,
 	// klog's flags, which YurtHub inherits
@@ -116,6 +121,10 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	// YurtHub's older names for the same two paths.
 	fs.StringVar(&o.clientCert, "kubelet-client-certificate", "", "same as --client-cert (YurtHub's name)")
 	fs.StringVar(&o.caFile, "kubelet-ca-file", "", "same as --ca-file (YurtHub's name)")
+	fs.StringVar(&o.cacheAgents, "cache-agents", strings.Join(cache.DefaultAgents, ","), "components whose reads are cached, comma separated; * for all")
+	fs.StringVar(&o.noCacheAgents, "no-cache-agents", "", "components never cached, comma separated (wins over --cache-agents)")
+	fs.DurationVar(&o.cacheSync, "cache-sync-interval", time.Second, "how often cache writes are made durable (one syncfs per interval)")
+	fs.IntVar(&o.gcFrequency, "gc-frequency", 120, "minutes between cache collections; cached events older than this are removed")
 	fs.IntVar(&o.maxProcs, "max-procs", 1, "CPU cores the hub runs Go code on at once (GOMAXPROCS; the GOMAXPROCS environment variable wins)")
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
@@ -184,6 +193,17 @@ func (o *options) validate() error {
 			return fmt.Errorf("--%s: %d must be at least 1", p.name, p.v)
 		}
 	}
+	if o.cacheSync < 10*time.Millisecond {
+		return fmt.Errorf("--cache-sync-interval: %v is below 10ms", o.cacheSync)
+	}
+	if o.gcFrequency < 1 {
+		return fmt.Errorf("--gc-frequency: %d must be at least 1 (minutes)", o.gcFrequency)
+	}
+	for _, a := range append(splitList(o.cacheAgents), splitList(o.noCacheAgents)...) {
+		if strings.ContainsAny(a, "/ ") {
+			return fmt.Errorf("--cache-agents/--no-cache-agents: %q is not a component name", a)
+		}
+	}
 	if o.maxProcs < 1 {
 		return fmt.Errorf("--max-procs: %d must be at least 1", o.maxProcs)
 	}
@@ -202,10 +222,18 @@ func (o *options) validate() error {
 	return nil
 }
 
-func (o *options) servers() []string {
+func (o *options) servers() []string { return splitList(o.serverAddr) }
+
+// cachePolicy is what --cache-agents and --no-cache-agents say.
+func (o *options) cachePolicy() cache.Policy {
+	return cache.Policy{Agents: splitList(o.cacheAgents), Excluded: splitList(o.noCacheAgents)}
+}
+
+// splitList reads a comma-separated flag value, lower-cased, without empty entries.
+func splitList(v string) []string {
 	var out []string
-	for _, s := range strings.Split(o.serverAddr, ",") {
-		if s = strings.TrimSpace(s); s != "" {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.ToLower(strings.TrimSpace(s)); s != "" {
 			out = append(out, s)
 		}
 	}

@@ -72,10 +72,14 @@ func run(args []string) int {
 		Credentials:        creds,
 		Profiling:          o.profiling,
 		Log:                log,
+		CacheDir:           o.diskCachePath,
+		CachePolicy:        o.cachePolicy(),
+		CacheSyncInterval:  o.cacheSync,
+		GCFrequency:        time.Duration(o.gcFrequency) * time.Minute,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodehub:", err)
-		return 2
+		return 1
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -19,6 +19,7 @@ func (s *Server) hubMux() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = s.metrics.reg.WriteTo(w)
 	})
+	mux.HandleFunc("DELETE /v1/cache/{component}", s.dropCache)
 	if s.cfg.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -55,4 +56,23 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "OK")
+}
+
+// dropCache removes one component's whole cache: DELETE /v1/cache/<component>.
+func (s *Server) dropCache(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.cache == nil {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintln(w, `{"error":"caching is disabled"}`)
+		return
+	}
+	comp := r.PathValue("component")
+	n, err := s.cache.Store.DropOwner(comp)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, "{\"error\":%q}\n", err.Error())
+		return
+	}
+	s.log.Info("cache dropped", "component", comp, "directories", n)
+	fmt.Fprintf(w, "{\"component\":%q,\"removed\":%d}\n", comp, n)
 }

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"strconv"
+
+	"nodehub/cache"
 	"time"
 
 	"nodehub/hub/metrics"
@@ -19,12 +21,9 @@ type hubMetrics struct {
 	latency       *metrics.HistogramVec
 	cloudBytes    *metrics.CounterVec
 	leaseRenewals *metrics.CounterVec
-	inflight      inflightCounter
+	cacheDropped  *metrics.CounterVec
+	cacheErrors   *metrics.CounterVec
 }
-
-type inflightCounter struct{ g *metrics.GaugeVec }
-
-func (c inflightCounter) Add(d float64) { c.g.Add(d) }
 
 var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
@@ -38,10 +37,19 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		latency:       reg.NewHistogram("nodehub_request_duration_seconds", "Time to serve a request on the proxy port (watches and upgrades excluded).", latencyBuckets, "verb", "resource", "component"),
 		cloudBytes:    reg.NewCounter("nodehub_cloud_received_bytes_total", "Response body bytes received from the cloud.", "component", "resource"),
 		leaseRenewals: reg.NewCounter("nodehub_node_lease_renewals_total", "Renewals of the node lease in the cloud by result.", "result"),
+		cacheDropped:  reg.NewCounter("nodehub_cache_dropped_total", "Response chunks not cached because the writer queues were full (the resource's lists are marked incomplete).", "resource"),
+		cacheErrors:   reg.NewCounter("nodehub_cache_errors_total", "Failed cache writes and unparsable cached responses.", "resource"),
 	}
-	m.inflight = inflightCounter{m.inflightGauge}
 	m.inflightGauge.Set(0)
 	return m
+}
+
+// watchCache registers the gauges that read the cache's own counters at scrape time.
+func (m *hubMetrics) watchCache(c *cache.Manager) {
+	m.reg.NewGaugeFunc("nodehub_cache_queued_bytes", "Bytes waiting in the cache writer queues.", func() float64 { return float64(c.Writer.Queued()) })
+	m.reg.NewCounterFunc("nodehub_cache_syncs_total", "syncfs calls that made cache writes durable.", func() float64 { return float64(c.Store.Stats().Syncs) })
+	m.reg.NewCounterFunc("nodehub_cache_written_bytes_total", "Bytes written to cache files.", func() float64 { return float64(c.Store.Stats().BytesWritten) })
+	m.reg.NewCounterFunc("nodehub_cache_files_written_total", "Cache files written.", func() float64 { return float64(c.Store.Stats().FilesWritten) })
 }
 
 func (m *hubMetrics) serverHealth(b *remote.Backend, healthy bool) {

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +29,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusBadRequest, err.Error())
 		return
 	}
-	s.metrics.inflight.Add(1)
+	s.metrics.inflightGauge.Add(1)
 	rec := &recorder{ResponseWriter: w}
 	defer func() {
-		s.metrics.inflight.Add(-1)
+		s.metrics.inflightGauge.Add(-1)
 		s.metrics.request(ri, rec.code(), time.Since(start))
 	}()
 
@@ -85,8 +87,14 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 		ErrorLog:      log.New(io.Discard, "", 0),
 		ModifyResponse: func(resp *http.Response) error {
 			ri, _ := resp.Request.Context().Value(requestKey{}).(*wire.RequestInfo)
-			if ri != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-				resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+			if ri == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+				return nil
+			}
+			resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+			if s.cache != nil {
+				if tee := s.cache.Tee(ri, cacheOwner(ri, resp.Request), resp); tee != nil {
+					resp.Body = tee
+				}
 			}
 			return nil
 		},
@@ -110,6 +118,21 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 			wire.WriteStatus(w, accept, http.StatusServiceUnavailable, msg)
 		},
 	}
+}
+
+// cacheOwner names whose cache a response goes to: the component for requests made with the
+// node's identity, component@<hash of the credential> for requests that brought their own, so
+// nothing cached for one credential is read back for another.
+func cacheOwner(ri *wire.RequestInfo, r *http.Request) string {
+	if remote.RouteOf(r.Context()).Identity == remote.Node {
+		return ri.Component
+	}
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return ri.Component + "@anonymous"
+	}
+	sum := sha256.Sum256([]byte(auth))
+	return ri.Component + "@" + hex.EncodeToString(sum[:8])
 }
 
 // recorder remembers the status code; Unwrap lets http.ResponseController reach Flush and Hijack.

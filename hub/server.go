@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"nodehub/cache"
 	"nodehub/hub/certs"
 	"nodehub/hub/metrics"
 	"nodehub/hub/remote"
@@ -37,6 +38,15 @@ type Config struct {
 	Credentials *certs.Source
 	Profiling   bool
 	Log         *slog.Logger
+
+	// CacheDir is the local cache directory; "" disables caching.
+	CacheDir string
+	// CachePolicy says which components' reads are cached.
+	CachePolicy cache.Policy
+	// CacheSyncInterval is how often cache writes are made durable (one syncfs per interval).
+	CacheSyncInterval time.Duration
+	// GCFrequency is how often the cache is collected; cached events older than it are removed.
+	GCFrequency time.Duration
 }
 
 // Server is a running hub. Build it with New, start it with Run.
@@ -48,6 +58,7 @@ type Server struct {
 	lease    *NodeLease
 	proxy    *httputil.ReverseProxy
 	metrics  *hubMetrics
+	cache    *cache.Manager
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -83,6 +94,17 @@ func New(cfg Config) (*Server, error) {
 		HealthyThreshold: cfg.HeartbeatHealthy,
 		OnChange:         s.metrics.serverHealth,
 		Log:              cfg.Log,
+	}
+	if cfg.CacheDir != "" {
+		store, err := cache.Open(cfg.CacheDir, cfg.Log)
+		if err != nil {
+			return nil, fmt.Errorf("hub: %w", err)
+		}
+		w := cache.NewWriter(store, cache.DefaultQueueBytes, cfg.Log)
+		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
+		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
+		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
+		s.metrics.watchCache(s.cache)
 	}
 	s.proxy = s.newReverseProxy()
 	return s, nil
@@ -121,6 +143,15 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() { errc <- hs.Serve(ln) }()
 	}
 	go s.checker.Run(ctx, s.balancer.Backends)
+	if s.cache != nil {
+		go s.cache.Store.RunSync(ctx, s.cfg.CacheSyncInterval)
+		go func() {
+			if checked, bad := s.cache.Store.Verify(ctx); bad > 0 {
+				s.log.Warn("cache: quarantined corrupt files at start", "checked", checked, "bad", bad)
+			}
+		}()
+		go s.runGC(ctx)
+	}
 
 	var err error
 	select {
@@ -131,6 +162,10 @@ func (s *Server) Run(ctx context.Context) error {
 	defer done()
 	for _, hs := range httpServers {
 		_ = hs.Shutdown(shutdownCtx)
+	}
+	if s.cache != nil {
+		_ = s.cache.Writer.Close(shutdownCtx)
+		_ = s.cache.Store.Close()
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -91,6 +91,11 @@ func (r *Registry) NewGaugeFunc(name, help string, fn func() float64) {
 	r.add(&family{name: name, help: help, kind: kindGauge, fn: fn})
 }
 
+// NewCounterFunc registers an unlabelled counter whose value fn gives at scrape time.
+func (r *Registry) NewCounterFunc(name, help string, fn func() float64) {
+	r.add(&family{name: name, help: help, kind: kindCounter, fn: fn})
+}
+
 // NewHistogram registers a histogram family with the given upper bounds (ascending).
 func (r *Registry) NewHistogram(name, help string, buckets []float64, labels ...string) *HistogramVec {
 	return &HistogramVec{r.add(&family{name: name, help: help, kind: kindHistogram, labels: labels, buckets: buckets})}

@@ -1,0 +1,92 @@
+package hub
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	"nodehub/hub/remote"
+	"nodehub/wire"
+)
+
+// unusedCacheAge is how long a component's cache may go unwritten (with the cloud reachable)
+// before it is dropped.
+const unusedCacheAge = 7 * 24 * time.Hour
+
+// runGC collects the cache: once, as soon as the cloud is reachable, kubelet's pods of this node
+// are re-listed so pods deleted while the hub was down leave the cache; then every GCFrequency,
+// while the cloud is reachable, old events and unused components' caches are removed.
+func (s *Server) runGC(ctx context.Context) {
+	if !s.waitReached(ctx) {
+		return
+	}
+	if err := s.relistNodePods(ctx); err != nil {
+		s.log.Warn("cache gc: re-list of this node's pods failed", "err", err)
+	}
+	t := time.NewTicker(s.cfg.GCFrequency)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !s.balancer.Healthy() {
+			continue // offline: the cache is all the node has
+		}
+		now := time.Now()
+		for _, res := range []string{"events"} {
+			if n, err := s.cache.Store.RemoveOlder(res, s.cfg.GCFrequency, now); err != nil || n > 0 {
+				s.log.Info("cache gc: removed old events", "count", n, "err", err)
+			}
+		}
+		if gone, err := s.cache.Store.AgeOut(unusedCacheAge, now); err != nil || len(gone) > 0 {
+			s.log.Info("cache gc: dropped unused caches", "components", gone, "err", err)
+		}
+	}
+}
+
+func (s *Server) waitReached(ctx context.Context) bool {
+	for {
+		for _, b := range s.balancer.Backends {
+			if b.Reached() {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// relistNodePods lists this node's pods from the cloud as kubelet does and tees the answer into
+// kubelet's cache, whose reconcile removes the pods the cloud no longer has.
+func (s *Server) relistNodePods(ctx context.Context) error {
+	url := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + s.cfg.NodeName
+	req, err := http.NewRequestWithContext(remote.WithRoute(ctx, remote.Route{Identity: remote.Node}), http.MethodGet, "https://cloud"+url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", wire.MediaProtobuf+", "+wire.MediaJSON)
+	req.Header.Set("User-Agent", "kubelet/nodehub-gc")
+	ri, err := wire.ParseRequest(req)
+	if err != nil {
+		return err
+	}
+	resp, err := s.balancer.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body := s.cache.Tee(ri, "kubelet", resp)
+	if body == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	_, err = io.Copy(io.Discard, body)
+	_ = body.Close()
+	return err
+}
