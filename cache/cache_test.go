@@ -200,12 +200,12 @@ func TestWatchEventsApplyAndCoalesce(t *testing.T) {
 func TestPolicy(t *testing.T) {
 	p := Policy{Agents: DefaultAgents, Excluded: []string{"calico-node"}}
 	for url, want := range map[string]bool{
-		"kubelet GET /api/v1/pods":                                  true,
-		"kubelet GET /api/v1/namespaces/a/secrets/s":                true,
-		"kube-proxy GET /api/v1/namespaces/a/secrets/s":             false,
-		"kubelet GET /api/v1/namespaces/a/pods/p/log":               false,
-		"kubelet PATCH /api/v1/nodes/n/status":                      true,
-		"kubelet POST /api/v1/namespaces/a/serviceaccounts/s/token": false,
+		"kubelet GET /api/v1/pods":                                             true,
+		"kubelet GET /api/v1/namespaces/a/secrets/s":                           true,
+		"kube-proxy GET /api/v1/namespaces/a/secrets/s":                        false,
+		"kubelet GET /api/v1/namespaces/a/pods/p/log":                          false,
+		"kubelet PATCH /api/v1/nodes/n/status":                                 true,
+		"kubelet POST /api/v1/namespaces/a/serviceaccounts/s/token":            false,
 		"kubelet POST /apis/certificates.k8s.io/v1/certificatesigningrequests": false,
 		"kubelet DELETE /api/v1/namespaces/a/pods/p":                           false,
 		"kubelet GET /api/v1/namespaces/a/pods/p/proxy/x":                      false,

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"nodehub/wire"
 )
@@ -144,4 +147,19 @@ func newerRV(a, b string) bool {
 		return a != b
 	}
 	return x > y
+}
+
+// ReadFile reads and checks one cache file by its path, without opening the store (for tools and
+// tests that look at a cache another process owns).
+func ReadFile(path string) (*Header, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir := filepath.Base(filepath.Dir(path)) // <resource>.<version>.<group>, or a namespace
+	if strings.Count(dir, ".") < 2 {
+		dir = filepath.Base(filepath.Dir(filepath.Dir(path)))
+	}
+	resource, _, _ := strings.Cut(dir, ".")
+	return decodeFile(data, resource)
 }

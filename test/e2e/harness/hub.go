@@ -134,6 +134,8 @@ func (h *Hub) Config(userAgent string, protobuf bool) *rest.Config {
 	if protobuf {
 		cfg.ContentType = "application/vnd.kubernetes.protobuf"
 		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	} else {
+		cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
 	}
 	return cfg
 }
