@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -339,5 +340,93 @@ func TestENOSPCIsReportedAndNothingCorrupted(t *testing.T) {
 	it, err := s.GetObject(Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "a"})
 	if err != nil || it.Header.ResourceVersion != "1" {
 		t.Fatalf("old copy lost or corrupted by a failed write: %v", err)
+	}
+}
+
+// A watch's events often arrive after its queue went idle and its goroutine ended; the next
+// goroutine must still write them.
+func TestWatchEventsAfterTheQueueWentIdle(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	r, _ := http.NewRequest("GET", "http://hub/api/v1/pods?watch=true", nil)
+	r.Header.Set("User-Agent", "kubelet/1")
+	ri, _ := wire.ParseRequest(r)
+	pr, pw := io.Pipe()
+	tb := m.Tee(ri, "kubelet", &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {wire.MediaJSON}}, Body: pr})
+	go io.Copy(io.Discard, tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	k := Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "late"}
+	for _, rv := range []string{"1", "2", "3"} {
+		pw.Write(wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventModified, Object: podJSON(t, pod("late", "edge-1", rv, nil))}))
+		time.Sleep(20 * time.Millisecond)
+		if err := m.Writer.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		it, err := s.GetObject(k)
+		if err != nil || it.Header.ResourceVersion != rv {
+			t.Fatalf("event rv %s not written after the queue went idle: %v %+v", rv, err, it.Header)
+		}
+	}
+	pw.Close()
+}
+
+func TestDelayCoalescesChurnIntoOneWritePerKey(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	m.Writer.Delay = 300 * time.Millisecond
+	r, _ := http.NewRequest("GET", "http://hub/api/v1/pods?watch=true", nil)
+	r.Header.Set("User-Agent", "kubelet/1")
+	ri, _ := wire.ParseRequest(r)
+	pr, pw := io.Pipe()
+	tb := m.Tee(ri, "kubelet", &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {wire.MediaJSON}}, Body: pr})
+	go io.Copy(io.Discard, tb)
+	for i := 1; i <= 20; i++ { // 20 changes of 2 objects within 100ms
+		name := fmt.Sprint("churn-", i%2)
+		pw.Write(wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventModified, Object: podJSON(t, pod(name, "edge-1", fmt.Sprint(i), nil))}))
+		time.Sleep(5 * time.Millisecond)
+	}
+	pw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Writer.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().FilesWritten; n != 2 {
+		t.Fatalf("20 changes of 2 keys inside the delay wrote %d files, want 2", n)
+	}
+	it, _ := s.GetObject(Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "churn-0"})
+	if it.Header == nil || it.Header.ResourceVersion != "20" {
+		t.Fatalf("not the latest version: %+v", it.Header)
+	}
+}
+
+func TestGzipListIsCached(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	var pods []*corev1.Pod
+	for i := 0; i < 300; i++ {
+		pods = append(pods, pod(fmt.Sprintf("z%03d", i), "edge-1", fmt.Sprint(i+1), nil))
+	}
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(listBody(t, "999", pods...))
+	zw.Close()
+	r, _ := http.NewRequest("GET", "http://hub/api/v1/pods", nil)
+	r.Header.Set("User-Agent", "kubelet/1")
+	ri, _ := wire.ParseRequest(r)
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {wire.MediaJSON}, "Content-Encoding": {"gzip"}}, Body: io.NopCloser(bytes.NewReader(zb.Bytes()))}
+	tb := m.Tee(ri, "kubelet", resp)
+	got, _ := io.ReadAll(tb)
+	tb.Close()
+	if !bytes.Equal(got, zb.Bytes()) {
+		t.Fatal("the client did not get the compressed body unchanged")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.Writer.Flush(ctx)
+	names, res := names(t, s, "kubelet", "", "", "")
+	if len(names) != 300 || res.Record == nil || res.Record.ResourceVersion != "999" {
+		t.Fatalf("gzip list cached %d objects, record %+v", len(names), res.Record)
 	}
 }

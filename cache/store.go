@@ -238,7 +238,9 @@ func (s *Store) Header(k Key) (*Header, error) {
 		return nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, 4096)
+	bp := headerBufs.Get().(*[]byte)
+	defer headerBufs.Put(bp)
+	buf := *bp
 	n, _ := io.ReadFull(f, buf)
 	h, need, err := decodeHeader(buf[:n])
 	if err == nil && h == nil && need > 0 {
@@ -254,6 +256,10 @@ func (s *Store) Header(k Key) (*Header, error) {
 	}
 	return h, err
 }
+
+// headerBufs hold the first bytes of files read for their headers (most headers are a few
+// hundred bytes; a longer one is read in full).
+var headerBufs = sync.Pool{New: func() any { b := make([]byte, 1024); return &b }}
 
 // Keys calls fn with every object of a resource, in one namespace or ("" ) all of them, in
 // directory order. Cluster-scoped objects have no namespace directory.

@@ -63,8 +63,9 @@ func (st *Stream) feed(b *batch, data []byte) {
 		return
 	}
 	if st.gzip || st.kind == StreamObject {
-		if len(st.buf)+len(data) > maxBody {
-			st.failed = true
+		if len(st.buf)+len(data) > maxBody || st.gzip && int64(len(st.buf)+len(data)) > b.w.budget {
+			st.failed = true // too large to keep: not cached, and a list stays incomplete
+			st.buf = nil
 			return
 		}
 		st.buf = append(st.buf, data...)
@@ -100,21 +101,7 @@ func (st *Stream) parse(b *batch, data []byte) {
 // finish handles the end of the response (writer goroutine).
 func (st *Stream) finish(b *batch, ok bool) {
 	if st.gzip && ok && !st.failed {
-		zr, err := gzip.NewReader(bytes.NewReader(st.buf))
-		if err == nil {
-			var plain []byte
-			plain, err = io.ReadAll(io.LimitReader(zr, maxBody))
-			st.buf = nil
-			if err == nil && st.kind == StreamObject {
-				st.buf = plain
-			} else if err == nil {
-				st.parse(b, plain)
-			}
-		}
-		if err != nil {
-			st.failed = true
-			b.w.fail(st.r, fmt.Errorf("cache: gunzip %s: %w", st.r, err))
-		}
+		st.gunzip(b)
 	}
 	if !ok || st.failed {
 		return
@@ -137,12 +124,48 @@ func (st *Stream) finish(b *batch, ok bool) {
 	}
 }
 
+// gunzip parses a compressed body kept whole (the apiserver compresses large get and list answers),
+// a piece at a time so that memory holds the compressed body and one piece, not the whole list.
+func (st *Stream) gunzip(b *batch) {
+	zr, err := gzip.NewReader(bytes.NewReader(st.buf))
+	if err == nil {
+		if st.kind == StreamObject {
+			var plain []byte
+			if plain, err = io.ReadAll(io.LimitReader(zr, maxBody)); err == nil {
+				st.buf = plain
+			}
+		} else {
+			piece := make([]byte, 32<<10)
+			for err == nil && !st.failed {
+				var n int
+				n, err = zr.Read(piece)
+				if n > 0 {
+					st.parse(b, piece[:n])
+					if b.pendingBytes > maxPendingBytes {
+						b.flush()
+					}
+				}
+			}
+			if err == io.EOF {
+				err = nil
+			}
+			st.buf = nil
+		}
+	}
+	if err != nil {
+		st.failed = true
+		b.w.fail(st.r, fmt.Errorf("cache: gunzip %s: %w", st.r, err))
+	}
+}
+
 // batch is a queue's pending writes, coalesced by object.
 type batch struct {
-	w       *Writer
-	r       Resource
-	pending map[string]*pend
-	order   []string
+	w            *Writer
+	r            Resource
+	pending      map[string]*pend
+	order        []string
+	pendingBytes int
+	due          time.Time // when the oldest pending change must be written
 }
 
 type pend struct {
@@ -171,10 +194,16 @@ func (b *batch) apply(o op) {
 
 func (b *batch) add(p *pend) {
 	id := p.key.ID()
-	if _, ok := b.pending[id]; !ok {
+	if old, ok := b.pending[id]; ok {
+		b.pendingBytes -= len(old.body)
+	} else {
 		b.order = append(b.order, id)
 	}
+	if b.due.IsZero() {
+		b.due = time.Now().Add(b.w.Delay)
+	}
 	b.pending[id] = p
+	b.pendingBytes += len(p.body)
 }
 
 func (b *batch) put(st *Stream, raw []byte) error {
@@ -246,8 +275,14 @@ func (b *batch) flush() {
 		}
 		b.w.fail(b.r, b.w.store.Put(p.key, &p.h, p.body))
 	}
-	clear(b.pending)
-	b.order = b.order[:0]
+	if len(b.order) > 256 { // after a large list, let the big map and slice go
+		b.pending, b.order = map[string]*pend{}, nil
+	} else {
+		clear(b.pending)
+		b.order = b.order[:0]
+	}
+	b.pendingBytes = 0
+	b.due = time.Time{}
 }
 
 // heldByOthers is the set of keys the last answers of every list but sel hold.

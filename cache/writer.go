@@ -3,13 +3,18 @@ package cache
 import (
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // DefaultQueueBytes bounds what all writer queues hold together.
-const DefaultQueueBytes = 16 << 20
+const DefaultQueueBytes = 4 << 20
+
+// maxPendingBytes is how much parsed, not yet written data one queue holds before it writes
+// without waiting for Delay (a large list is written as it streams, not held whole).
+const maxPendingBytes = 1 << 20
 
 // Writer takes what responses tee into the cache and applies it to the Store off the clients'
 // path: one queue per resource and, while it has work, one goroutine writing it, so resources
@@ -24,9 +29,16 @@ type Writer struct {
 	OnDrop func(r Resource)
 	// OnError, if set, is called for every failed store operation.
 	OnError func(r Resource, err error)
+	// Delay is how long a changed object may wait in memory before it is written, so that
+	// repeated changes of one key (an EndpointSlice churning several times a second) cost one
+	// write. Zero writes at once. The hub sets it to the sync interval: durability is batched to
+	// that interval anyway.
+	Delay time.Duration
 
-	queued atomic.Int64
-	mu     sync.Mutex
+	queued    atomic.Int64
+	processed atomic.Int64 // bytes parsed since memory was last given back
+	released  atomic.Int64 // unix nanoseconds of the last give-back
+	mu        sync.Mutex
 	queues map[Resource]*queue
 	closed bool
 }
@@ -43,11 +55,15 @@ func NewWriter(store *Store, budget int64, log *slog.Logger) *Writer {
 }
 
 type queue struct {
-	r       Resource
+	r Resource
+	// b is the queue's pending writes. It lives as long as the queue: the splitters of open
+	// streams hand their objects to it whichever goroutine drains the queue next.
+	b       *batch
 	mu      sync.Mutex
 	ops     []op
 	running bool
 	dropped bool
+	kick    chan struct{} // wakes a goroutine waiting out Delay when new ops arrive
 }
 
 type op struct {
@@ -76,7 +92,8 @@ func (w *Writer) enqueue(r Resource, o op) bool {
 	}
 	q := w.queues[r]
 	if q == nil {
-		q = &queue{r: r}
+		q = &queue{r: r, kick: make(chan struct{}, 1)}
+		q.b = newBatch(w, r)
 		w.queues[r] = q
 	}
 	w.mu.Unlock()
@@ -88,6 +105,11 @@ func (w *Writer) enqueue(r Resource, o op) bool {
 	q.mu.Unlock()
 	if start {
 		go w.run(q)
+	} else {
+		select {
+		case q.kick <- struct{}{}:
+		default:
+		}
 	}
 	return true
 }
@@ -107,29 +129,75 @@ func (w *Writer) markDropped(r Resource) {
 	}
 }
 
-// run drains one queue, a batch at a time: everything queued while the previous batch was written
-// is parsed together, so repeated writes of one key coalesce to the latest.
+// run drains one queue: it parses what was queued into pending objects, coalesced by key, and
+// writes them once Delay has passed since the first of them changed (at once past
+// maxPendingBytes). It ends when nothing is queued or pending.
 func (w *Writer) run(q *queue) {
-	b := newBatch(w, q.r)
+	b := q.b
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		q.mu.Lock()
 		ops, dropped := q.ops, q.dropped
 		q.ops, q.dropped = nil, false
 		if len(ops) == 0 && !dropped {
-			q.running = false
+			if len(b.order) == 0 {
+				q.running = false
+				q.mu.Unlock()
+				w.giveBackMemory()
+				return
+			}
 			q.mu.Unlock()
-			return
+			wait := time.Until(b.due)
+			if wait <= 0 {
+				b.flush()
+				continue
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-q.kick:
+			case <-timer.C:
+			}
+			continue
 		}
 		q.mu.Unlock()
 		if dropped {
 			w.fail(q.r, w.store.MarkIncomplete(q.r))
 		}
-		for _, o := range ops {
+		for i, o := range ops {
 			b.apply(o)
 			w.queued.Add(-int64(len(o.data)))
+			w.processed.Add(int64(len(o.data)))
+			ops[i] = op{} // let the chunk go
+			if b.pendingBytes > maxPendingBytes {
+				b.flush() // a large list is written as it streams, not held whole
+			}
 		}
-		b.flush()
+		if w.Delay <= 0 || !b.due.IsZero() && !time.Now().Before(b.due) {
+			b.flush()
+		}
 	}
+}
+
+// giveBackMemory returns the heap a large burst (a big list) grew to the operating system, at
+// most every 10 s: on a 256 MB gateway the memory belongs to the node's pods more than to the hub.
+func (w *Writer) giveBackMemory() {
+	const burst, every = 1 << 20, 10 * time.Second
+	now := time.Now().UnixNano()
+	last := w.released.Load()
+	if w.processed.Load() < burst || now-last < int64(every) || !w.released.CompareAndSwap(last, now) {
+		return
+	}
+	w.processed.Store(0)
+	debug.FreeOSMemory()
 }
 
 func (w *Writer) fail(r Resource, err error) {

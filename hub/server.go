@@ -101,6 +101,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("hub: %w", err)
 		}
 		w := cache.NewWriter(store, cache.DefaultQueueBytes, cfg.Log)
+		w.Delay = cfg.CacheSyncInterval
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
 		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
 		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}

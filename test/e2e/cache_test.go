@@ -165,14 +165,7 @@ func TestCacheHoldsWhatKubeletAndKubeProxyReadByteForByte(t *testing.T) {
 // bindNodes grants the system:nodes group one rule, cluster-wide.
 func bindNodes(t *testing.T, name string, rule rbacv1.PolicyRule) {
 	t.Helper()
-	ctx := context.Background()
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{rule}}
-	if _, err := cluster.Admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:nodes"}}}
-	if _, err := cluster.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := cluster.BindNodes(context.Background(), name, rule); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehub/e2e/harness"
+)
+
+// benchLatency times GET node and LIST pods through the hub and directly, interleaved.
+func benchLatency(e *env, o options) error {
+	if err := makePods(e.ctx, e.c, o.pods); err != nil {
+		return err
+	}
+	h, err := e.startHub("--profiling")
+	if err != nil {
+		return err
+	}
+	defer h.Stop()
+	time.Sleep(2 * time.Second)
+	idle, err := rssKiB(h)
+	if err != nil {
+		return err
+	}
+	fmt.Println("\n## memory")
+	fmt.Printf("rss_idle\t%.1f MiB\n", float64(idle)/1024)
+
+	direct, err := directClient(e.c)
+	if err != nil {
+		return err
+	}
+	viaHub := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	node := "/api/v1/nodes/" + harness.NodeName
+	list := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName
+	fmt.Printf("\n## latency, %d interleaved rounds, protobuf, %d pods on the node\n", o.rounds, o.pods)
+	fmt.Println("request\tpath\tmedian\tp99")
+	if o.cpuprofile != "" {
+		done := profile(h.HubURL, o.cpuprofile)
+		defer func() { fmt.Fprintln(os.Stderr, "hub cpu profile:", <-done) }()
+	}
+	for _, q := range []struct{ name, path string }{{"GET node", node}, {"LIST pods", list}} {
+		var hubT, dirT []time.Duration
+		cpu0, err := cpuTime(h.Pid())
+		if err != nil {
+			return err
+		}
+		for i := 0; i < o.rounds+20; i++ {
+			dh, err := timeGet(viaHub, h.ProxyURL+q.path)
+			if err != nil {
+				return err
+			}
+			dd, err := timeGet(direct, e.c.APIServers[0].URL+q.path)
+			if err != nil {
+				return err
+			}
+			if i >= 20 { // warm-up
+				hubT, dirT = append(hubT, dh), append(dirT, dd)
+			}
+		}
+		cpu1, err := cpuTime(h.Pid())
+		if err != nil {
+			return err
+		}
+		mh, md := pct(hubT, 50), pct(dirT, 50)
+		fmt.Printf("%s\thub\t%v\t%v\n", q.name, mh, pct(hubT, 99))
+		fmt.Printf("%s\tdirect\t%v\t%v\n", q.name, md, pct(dirT, 99))
+		fmt.Printf("%s\tratio_median_hub_over_direct\t%.2f\n", q.name, float64(mh)/float64(md))
+		fmt.Printf("%s\thub_cpu_per_request\t%v\n", q.name, ((cpu1 - cpu0) / time.Duration(o.rounds+20)).Round(time.Microsecond))
+	}
+	loaded, err := rssKiB(h)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nrss_after_load\t%.1f MiB\n", float64(loaded)/1024)
+	return nil
+}
+
+func makePods(ctx context.Context, c *harness.Cluster, n int) error {
+	f := false
+	for i := 0; i < n; i++ {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("bench-%03d", i), Labels: map[string]string{"app": "bench"}},
+			Spec: corev1.PodSpec{NodeName: harness.NodeName, AutomountServiceAccountToken: &f,
+				Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/app:1", Env: []corev1.EnvVar{{Name: "A", Value: strings.Repeat("x", 200)}}}}},
+		}
+		if _, err := c.Admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func directClient(c *harness.Cluster) (*http.Client, error) {
+	cert, err := tls.LoadX509KeyPair(c.NodeCert, c.NodeKey)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c.PKI.CA)
+	return &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4,
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}, nil
+}
+
+func timeGet(cl *http.Client, url string) (time.Duration, error) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
+	req.Header.Set("User-Agent", "kubelet/v1.34.4 (linux/amd64) kubernetes/bench")
+	start := time.Now()
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return d, err
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[i].Round(time.Microsecond)
+}
+
+// profile fetches a CPU profile of the hub over the next seconds into file.
+func profile(hubURL, file string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(hubURL + "/debug/pprof/profile?seconds=6")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(file)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		f.Close()
+		done <- err
+	}()
+	return done
+}
