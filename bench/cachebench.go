@@ -55,7 +55,9 @@ func benchCache(e *env, o options) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watchErr := make(chan error, 1)
-	go func() { watchErr <- watchStream(wctx, h.ProxyURL+path+"?watch=true&allowWatchBookmarks=true", kubeProxyUA) }()
+	go func() {
+		watchErr <- watchStream(wctx, h.ProxyURL+path+"?watch=true&allowWatchBookmarks=true", kubeProxyUA)
+	}()
 	time.Sleep(time.Second) // the list's files are written and synced
 	obj, err := cloudSize(e, "/apis/discovery.k8s.io/v1/namespaces/"+ns+"/endpointslices/eps-0")
 	if err != nil {
