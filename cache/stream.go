@@ -166,7 +166,12 @@ type batch struct {
 	order        []string
 	pendingBytes int
 	due          time.Time // when the oldest pending change must be written
+	// bookmarks are the newest BOOKMARK resourceVersions seen per list scope, recorded at flush.
+	bookmarks map[listScope]string
 }
+
+// listScope names one list: namespace, label selector, field selector.
+type listScope struct{ ns, ls, fs string }
 
 type pend struct {
 	key    Key
@@ -232,6 +237,19 @@ func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
 	switch ev.Type {
 	case wire.EventAdded, wire.EventModified:
 		return b.put(st, ev.Object)
+	case wire.EventBookmark:
+		if m, err := wire.ExtractMeta(ev.Object, b.r.Resource); err == nil && m.ResourceVersion != "" {
+			if b.bookmarks == nil {
+				b.bookmarks = map[listScope]string{}
+			}
+			key := listScope{st.sel.Namespace, st.sel.LabelSelector, st.sel.FieldSelector}
+			if newerRV(m.ResourceVersion, b.bookmarks[key]) {
+				b.bookmarks[key] = m.ResourceVersion
+			}
+			if b.due.IsZero() {
+				b.due = time.Now().Add(b.w.Delay)
+			}
+		}
 	case wire.EventDeleted:
 		m, err := wire.ExtractMeta(ev.Object, b.r.Resource)
 		if err != nil {
@@ -275,6 +293,7 @@ func (b *batch) flush() {
 		}
 		b.w.fail(b.r, b.w.store.Put(p.key, &p.h, p.body))
 	}
+	b.recordBookmarks()
 	if len(b.order) > 256 { // after a large list, let the big map and slice go
 		b.pending, b.order = map[string]*pend{}, nil
 	} else {
@@ -283,6 +302,19 @@ func (b *batch) flush() {
 	}
 	b.pendingBytes = 0
 	b.due = time.Time{}
+}
+
+// recordBookmarks moves the resourceVersion of each recorded list forward to the newest bookmark
+// its watch sent (a list never recorded is not created by a bookmark).
+func (b *batch) recordBookmarks() {
+	for sc, rv := range b.bookmarks {
+		rec, err := b.w.store.List(b.r, sc.ns, sc.ls, sc.fs)
+		if err == nil && newerRV(rv, rec.ResourceVersion) {
+			rec.ResourceVersion = rv
+			b.w.fail(b.r, b.w.store.PutList(b.r, rec))
+		}
+	}
+	b.bookmarks = nil
 }
 
 // heldByOthers is the set of keys the last answers of every list but sel hold.

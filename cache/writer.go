@@ -145,7 +145,7 @@ func (w *Writer) run(q *queue) {
 		ops, dropped := q.ops, q.dropped
 		q.ops, q.dropped = nil, false
 		if len(ops) == 0 && !dropped {
-			if len(b.order) == 0 {
+			if len(b.order) == 0 && len(b.bookmarks) == 0 {
 				q.running = false
 				q.mu.Unlock()
 				w.giveBackMemory()

@@ -52,9 +52,16 @@ func startHub(t *testing.T, args ...string) *harness.Hub {
 
 func startHubServers(t *testing.T, servers string, args ...string) *harness.Hub {
 	t.Helper()
+	return startHubIn(t, t.TempDir(), servers, args...)
+}
+
+// startHubIn runs nodehub with its files (cache, root, log) in dir, so a second hub can start
+// where a first one stopped.
+func startHubIn(t *testing.T, dir, servers string, args ...string) *harness.Hub {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: t.TempDir(), Servers: servers, Args: args})
+	h, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: dir, Servers: servers, Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
