@@ -39,8 +39,8 @@ type Writer struct {
 	processed atomic.Int64 // bytes parsed since memory was last given back
 	released  atomic.Int64 // unix nanoseconds of the last give-back
 	mu        sync.Mutex
-	queues map[Resource]*queue
-	closed bool
+	queues    map[Resource]*queue
+	closed    bool
 }
 
 // NewWriter returns a writer onto store with a total queue budget in bytes.
