@@ -17,13 +17,16 @@ import (
 // whatever list brought them; a list is read back by evaluating its selectors over them, and an
 // object leaves the disk when no list's last answer holds it any more.
 type ListRecord struct {
-	Namespace       string    `json:"ns,omitempty"`
-	LabelSelector   string    `json:"labelSelector,omitempty"`
-	FieldSelector   string    `json:"fieldSelector,omitempty"`
-	ResourceVersion string    `json:"rv,omitempty"`
-	Complete        bool      `json:"complete"`
-	At              time.Time `json:"at"`
-	Keys            []string  `json:"keys,omitempty"`
+	Namespace       string `json:"ns,omitempty"`
+	LabelSelector   string `json:"labelSelector,omitempty"`
+	FieldSelector   string `json:"fieldSelector,omitempty"`
+	ResourceVersion string `json:"rv,omitempty"`
+	// APIVersion and Kind are the items' (Pod for a PodList), so an empty list can be answered.
+	APIVersion string    `json:"av,omitempty"`
+	Kind       string    `json:"kind,omitempty"`
+	Complete   bool      `json:"complete"`
+	At         time.Time `json:"at"`
+	Keys       []string  `json:"keys,omitempty"`
 }
 
 // Selector parses the record's scope.

@@ -129,3 +129,28 @@ func (t *teeBody) Close() error {
 	}
 	return t.rc.Close()
 }
+
+// discoveryResource is the queue discovery answers are written through (it names no directory).
+var discoveryResource = Resource{Owner: "discovery", Version: "v1", Resource: "discovery"}
+
+// IsDiscovery reports whether a path is one of the discovery answers kept for offline use.
+func IsDiscovery(path string) bool {
+	switch {
+	case path == "/version" || path == "/api" || path == "/apis" || path == "/api/v1":
+		return true
+	case strings.HasPrefix(path, "/apis/"):
+		return strings.Count(strings.Trim(path, "/"), "/") <= 2 // /apis/<group> and /apis/<group>/<version>
+	}
+	return false
+}
+
+// TeeDiscovery keeps a copy of a discovery answer, under the form (media type with parameters)
+// the cloud answered in.
+func (m *Manager) TeeDiscovery(path string, resp *http.Response) io.ReadCloser {
+	if resp.StatusCode != http.StatusOK || !IsDiscovery(path) || resp.Header.Get("Content-Encoding") != "" {
+		return nil
+	}
+	ct := resp.Header.Get("Content-Type")
+	st := &Stream{w: m.Writer, r: discoveryResource, kind: StreamDiscovery, discoveryPath: path, discoveryType: ct}
+	return &teeBody{rc: resp.Body, st: st}
+}

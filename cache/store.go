@@ -406,3 +406,18 @@ func (s *Store) removeAll(rel string) error {
 	s.dirty.Store(true)
 	return s.root.RemoveAll(rel)
 }
+
+// readDirNames lists the directories below rel that are not the cache's own (no leading dot).
+func readDirNames(s *Store, rel string) ([]string, error) {
+	entries, err := fs.ReadDir(s.root.FS(), rel)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}

@@ -17,6 +17,7 @@ const (
 	StreamObject = iota // get, and the object a create/update/patch returns
 	StreamList
 	StreamWatch
+	StreamDiscovery // a discovery answer, kept whole
 )
 
 // Stream is one response being teed into the cache. The client's goroutine calls Write and End;
@@ -30,6 +31,8 @@ type Stream struct {
 	sel    Selector
 	page   bool // a list page (limit/continue): its items are kept, its scope not reconciled
 	broken atomic.Bool
+
+	discoveryPath, discoveryType string
 
 	// Writer-side state.
 	list     wire.ListSplitter
@@ -62,7 +65,7 @@ func (st *Stream) feed(b *batch, data []byte) {
 	if st.failed {
 		return
 	}
-	if st.gzip || st.kind == StreamObject {
+	if st.gzip || st.kind == StreamObject || st.kind == StreamDiscovery {
 		if len(st.buf)+len(data) > maxBody || st.gzip && int64(len(st.buf)+len(data)) > b.w.budget {
 			st.failed = true // too large to keep: not cached, and a list stays incomplete
 			st.buf = nil
@@ -107,6 +110,10 @@ func (st *Stream) finish(b *batch, ok bool) {
 		return
 	}
 	switch st.kind {
+	case StreamDiscovery:
+		form := wire.ParseMediaType(st.discoveryType).String()
+		b.w.fail(st.r, b.w.store.PutDiscovery(st.discoveryPath, form, st.discoveryType, st.buf))
+		st.buf = nil
 	case StreamObject:
 		if len(st.buf) > 0 {
 			_ = b.put(st, bytes.TrimSpace(st.buf))
@@ -370,5 +377,6 @@ func (b *batch) reconcile(st *Stream) error {
 	sort.Strings(keys)
 	st.seen = nil
 	return b.w.store.PutList(b.r, ListRecord{Namespace: st.sel.Namespace, LabelSelector: st.sel.LabelSelector,
-		FieldSelector: st.sel.FieldSelector, ResourceVersion: st.listMeta.ResourceVersion, Complete: true, At: time.Now().UTC(), Keys: keys})
+		FieldSelector: st.sel.FieldSelector, ResourceVersion: st.listMeta.ResourceVersion, Complete: true, At: time.Now().UTC(), Keys: keys,
+		APIVersion: st.listMeta.APIVersion, Kind: st.listMeta.ItemKind()})
 }

@@ -40,6 +40,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	for _, b := range s.balancer.Backends {
 		reached = reached || b.Reached()
 	}
+	if !reached && s.cache != nil && len(s.cache.Store.Owners()) > 0 {
+		reached = true // offline with a cache: the node is served from it
+	}
 	if !reached {
 		msg := "no cloud server reached yet"
 		for _, b := range s.balancer.Backends {

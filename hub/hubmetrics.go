@@ -23,6 +23,7 @@ type hubMetrics struct {
 	leaseRenewals *metrics.CounterVec
 	cacheDropped  *metrics.CounterVec
 	cacheErrors   *metrics.CounterVec
+	offline       *metrics.CounterVec
 }
 
 var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
@@ -39,6 +40,7 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		leaseRenewals: reg.NewCounter("nodehub_node_lease_renewals_total", "Renewals of the node lease in the cloud by result.", "result"),
 		cacheDropped:  reg.NewCounter("nodehub_cache_dropped_total", "Response chunks not cached because the writer queues were full (the resource's lists are marked incomplete).", "resource"),
 		cacheErrors:   reg.NewCounter("nodehub_cache_errors_total", "Failed cache writes and unparsable cached responses.", "resource"),
+		offline:       reg.NewCounter("nodehub_offline_requests_total", "Requests answered by the local (offline) proxy, by verb.", "verb"),
 	}
 	m.inflightGauge.Set(0)
 	return m

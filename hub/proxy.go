@@ -14,14 +14,23 @@ import (
 	"sync"
 	"time"
 
+	"nodehub/hub/local"
 	"nodehub/hub/remote"
 	"nodehub/wire"
 )
 
 type requestKey struct{}
 
-// serveProxy handles every request on the proxy port: the node lease from the hub's copy,
-// everything else forwarded to a healthy cloud server.
+// proxied is what the proxy's hooks need to know about a forwarded request.
+type proxied struct {
+	ri     *wire.RequestInfo
+	client context.Context // the client's own context (the forwarded one also ends when going offline)
+	local  *local.Request  // nil when caching is off
+}
+
+// serveProxy handles every request on the proxy port: the node lease from the hub's copy; with the
+// cloud unreachable, everything from the cache; otherwise forwarded to a healthy cloud server,
+// with reads falling back to the cache when the server fails before answering.
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ri, err := wire.ParseRequest(r)
@@ -41,20 +50,41 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		s.lease.ServeHTTP(rec, r, ri)
 		return
 	}
+	var lreq *local.Request
+	if s.local != nil {
+		lreq = &local.Request{Info: ri, Own: cacheOwner(ri, r, id), Shared: id == remote.Node}
+		if !s.state.Online() {
+			s.metrics.offline.Inc(ri.Verb)
+			s.local.ServeHTTP(rec, r, lreq)
+			return
+		}
+	} else if !s.balancer.Healthy() {
+		wire.WriteStatus(rec, ri.Accept, http.StatusServiceUnavailable, "nodehub: no healthy cloud server")
+		return
+	}
 	if id == remote.Node {
 		if err := s.cfg.Credentials.Err(); err != nil {
 			wire.WriteStatus(rec, ri.Accept, http.StatusServiceUnavailable, "nodehub: "+err.Error())
 			return
 		}
 	}
-	if !s.balancer.Healthy() {
-		wire.WriteStatus(rec, ri.Accept, http.StatusServiceUnavailable, "nodehub: no healthy cloud server")
-		return
-	}
 	route := remote.Route{Identity: id, Stream: ri.Verb == wire.VerbWatch}
-	ctx := context.WithValue(remote.WithRoute(r.Context(), route), requestKey{}, ri)
+	if lreq != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) {
+		// A read the cache can answer does not wait on a black-holed link.
+		route.HeaderTimeout = s.cfg.HeartbeatTimeout
+		route.OnSlow = func() bool { return s.local.CanAnswer(r, lreq) }
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.state.onlinePeriod(), cancel) // going offline ends it
+	defer stop()
+	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, &proxied{ri: ri, client: r.Context(), local: lreq})
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
 }
+
+// errNotAPI marks a 5xx answer that is not the apiserver's own (a load balancer in front of it):
+// for a read, the cache answers instead.
+var errNotAPI = errors.New("nodehub: the cloud answered with a 5xx that is not an API Status")
 
 // identityOf decides which credentials a request is forwarded with: the node's certificate only
 // for a request without credentials of its own that came over loopback; anything else keeps its
@@ -86,45 +116,69 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 		BufferPool:    bufferPool{},
 		ErrorLog:      log.New(io.Discard, "", 0),
 		ModifyResponse: func(resp *http.Response) error {
-			ri, _ := resp.Request.Context().Value(requestKey{}).(*wire.RequestInfo)
-			if ri == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+			px, _ := resp.Request.Context().Value(requestKey{}).(*proxied)
+			if px == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 				return nil
 			}
+			ri := px.ri
+			if resp.StatusCode >= 500 && px.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && !isAPIStatus(resp) {
+				return errNotAPI
+			}
 			resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
-			if s.cache != nil {
-				if tee := s.cache.Tee(ri, cacheOwner(ri, resp.Request), resp); tee != nil {
-					resp.Body = tee
-				}
+			if s.cache == nil {
+				return nil
+			}
+			var tee io.ReadCloser
+			if ri.IsResource {
+				tee = s.cache.Tee(ri, px.local.Own, resp)
+			} else if ri.Verb == wire.VerbGet {
+				tee = s.cache.TeeDiscovery(resp.Request.URL.Path, resp)
+			}
+			if tee != nil {
+				resp.Body = tee
 			}
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() != nil {
-				return // the client went away; nothing to answer
-			}
-			ri, _ := r.Context().Value(requestKey{}).(*wire.RequestInfo)
-			accept := wire.MediaType{Type: wire.MediaJSON}
-			if ri != nil {
-				accept = ri.Accept
-			}
-			s.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
-			msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)
-			if errors.Is(err, remote.ErrNoHealthyBackend) {
-				msg = "nodehub: no healthy cloud server"
-			}
-			if rec, ok := w.(*recorder); ok && rec.status != 0 {
-				return // headers already went out (a watch cut mid-stream): just end it
-			}
-			wire.WriteStatus(w, accept, http.StatusServiceUnavailable, msg)
-		},
+		ErrorHandler: s.proxyError,
 	}
+}
+
+// proxyError answers a forwarded request that got no answer from the cloud: from the cache for a
+// read (and for a watch once the cloud is gone), else with a 503 Status.
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	px, _ := r.Context().Value(requestKey{}).(*proxied)
+	if px == nil || px.client.Err() != nil {
+		return // the client went away; nothing to answer
+	}
+	if rec, ok := w.(*recorder); ok && rec.status != 0 {
+		return // headers already went out (a watch cut mid-stream): just end it
+	}
+	s.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
+	v := px.ri.Verb
+	if px.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !s.balancer.Healthy()) {
+		s.metrics.offline.Inc(v)
+		s.local.ServeHTTP(w, r.WithContext(px.client), px.local)
+		return
+	}
+	msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)
+	if errors.Is(err, remote.ErrNoHealthyBackend) {
+		msg = "nodehub: no healthy cloud server"
+	}
+	wire.WriteStatus(w, px.ri.Accept, http.StatusServiceUnavailable, msg)
+}
+
+// isAPIStatus reports whether an error answer comes from the apiserver (a Status in JSON or
+// protobuf) rather than from something in front of it.
+func isAPIStatus(resp *http.Response) bool {
+	t := wire.ParseMediaType(resp.Header.Get("Content-Type")).Type
+	return t == wire.MediaJSON || t == wire.MediaProtobuf
 }
 
 // cacheOwner names whose cache a response goes to: the component for requests made with the
 // node's identity, component@<hash of the credential> for requests that brought their own, so
 // nothing cached for one credential is read back for another.
-func cacheOwner(ri *wire.RequestInfo, r *http.Request) string {
-	if remote.RouteOf(r.Context()).Identity == remote.Node {
+func cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) string {
+	if id == remote.Node {
 		return ri.Component
 	}
 	auth := r.Header.Get("Authorization")

@@ -15,6 +15,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/hub/certs"
+	"nodehub/hub/local"
 	"nodehub/hub/metrics"
 	"nodehub/hub/remote"
 )
@@ -59,6 +60,8 @@ type Server struct {
 	proxy    *httputil.ReverseProxy
 	metrics  *hubMetrics
 	cache    *cache.Manager
+	local    *local.Proxy
+	state    *cloudState
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -72,7 +75,7 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, errors.New("hub: no cloud server")
 	}
-	s := &Server{cfg: cfg, log: cfg.Log}
+	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
 	backends := make([]*remote.Backend, 0, len(cfg.Servers))
@@ -92,8 +95,13 @@ func New(cfg Config) (*Server, error) {
 		Timeout:          cfg.HeartbeatTimeout,
 		FailedRetry:      cfg.HeartbeatFailed,
 		HealthyThreshold: cfg.HeartbeatHealthy,
-		OnChange:         s.metrics.serverHealth,
-		Log:              cfg.Log,
+		OnChange: func(b *remote.Backend, healthy bool) {
+			s.metrics.serverHealth(b, healthy)
+			if s.state.set(s.balancer.Healthy()) {
+				s.log.Info("cloud reachability changed", "online", s.state.Online())
+			}
+		},
+		Log: cfg.Log,
 	}
 	if cfg.CacheDir != "" {
 		store, err := cache.Open(cfg.CacheDir, cfg.Log)
@@ -106,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
 		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
 	}
 	s.proxy = s.newReverseProxy()
 	return s, nil

@@ -55,3 +55,32 @@ func NegotiateAccept(accept string) MediaType {
 	}
 	return MediaType{Type: MediaJSON}
 }
+
+// AcceptList returns every media type of an Accept header in order (JSON for an empty header).
+func AcceptList(accept string) []MediaType {
+	var out []MediaType
+	for _, part := range strings.Split(accept, ",") {
+		if m := ParseMediaType(part); m.Type != "" {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, MediaType{Type: MediaJSON})
+	}
+	return out
+}
+
+// String writes the media type back with its parameters.
+func (m MediaType) String() string {
+	s := m.Type
+	if m.Group != "" {
+		s += ";g=" + m.Group
+	}
+	if m.Version != "" {
+		s += ";v=" + m.Version
+	}
+	if m.As != "" {
+		s += ";as=" + m.As
+	}
+	return s
+}

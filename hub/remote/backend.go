@@ -37,6 +37,12 @@ type Route struct {
 	// connection, so a node's many watches cost one TCP connection. Other requests use a small
 	// pool of HTTP/1.1 keep-alive connections, which costs less CPU per request.
 	Stream bool
+	// HeaderTimeout, with OnSlow, bounds the wait for response headers: when it passes, OnSlow is
+	// asked whether to give up; if it says yes the request is cancelled, the server is marked
+	// suspect (a black-holed link is noticed this way while clients are active) and RoundTrip
+	// returns ErrSlow. The hub uses it for reads it can answer from its cache.
+	HeaderTimeout time.Duration
+	OnSlow        func() bool
 }
 
 type routeKey struct{}

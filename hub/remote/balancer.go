@@ -1,11 +1,14 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Load-balancing modes (--lb-mode).
@@ -18,6 +21,9 @@ const (
 
 // ErrNoHealthyBackend is returned when every server is unhealthy.
 var ErrNoHealthyBackend = errors.New("remote: no healthy cloud server")
+
+// ErrSlow is returned when a request with a HeaderTimeout was given up (see Route).
+var ErrSlow = errors.New("remote: cloud server did not answer in time")
 
 // Balancer is an http.RoundTripper that sends each request to a healthy backend. A request that
 // fails to connect (nothing was sent) is tried on the next healthy backend when it has no body;
@@ -63,6 +69,43 @@ func (l *Balancer) order() []*Backend {
 // RoundTrip implements http.RoundTripper with the Route recorded in the request's context.
 func (l *Balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	route := RouteOf(req.Context())
+	if route.HeaderTimeout <= 0 || route.OnSlow == nil {
+		resp, _, err := l.roundTrip(route, req)
+		return resp, err
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	var mu sync.Mutex
+	answered, slow := false, false
+	timer := time.AfterFunc(route.HeaderTimeout, func() {
+		if !route.OnSlow() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !answered {
+			slow = true
+			cancel(ErrSlow)
+		}
+	})
+	resp, b, err := l.roundTrip(route, req.WithContext(ctx))
+	timer.Stop()
+	mu.Lock()
+	answered = true
+	wasSlow := slow
+	mu.Unlock()
+	if wasSlow {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if b != nil {
+			b.MarkSuspect(ErrSlow)
+		}
+		return nil, ErrSlow
+	}
+	return resp, err
+}
+
+func (l *Balancer) roundTrip(route Route, req *http.Request) (*http.Response, *Backend, error) {
 	retryable := req.Body == nil || req.Body == http.NoBody
 	var lastErr error
 	for _, b := range l.order() {
@@ -71,21 +114,21 @@ func (l *Balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 			l.OnRequest(b, err)
 		}
 		if err == nil {
-			return resp, nil
+			return resp, b, nil
 		}
 		if errors.Is(err, ErrNoCredentials) || req.Context().Err() != nil {
-			return nil, err // not the server's fault
+			return nil, b, err // not the server's fault (or given up as slow: the caller marks it)
 		}
 		b.MarkSuspect(err)
 		lastErr = fmt.Errorf("%s: %w", b.Name, err)
 		if !retryable || !isDialError(err) {
-			return nil, lastErr
+			return nil, b, lastErr
 		}
 	}
 	if lastErr != nil {
-		return nil, lastErr
+		return nil, nil, lastErr
 	}
-	return nil, ErrNoHealthyBackend
+	return nil, nil, ErrNoHealthyBackend
 }
 
 // isDialError reports whether err happened before anything was sent: the connection was never made.

@@ -1,0 +1,226 @@
+// Package local answers API requests from the cache while the cloud is unreachable, per verb, in
+// the client's content type: reads from the files, the node's own status writes applied to the
+// cached copies, events kept, everything else refused with a Status that says why.
+package local
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"nodehub/cache"
+	"nodehub/wire"
+)
+
+// Proxy is the offline proxy. Zero values of the optional fields work.
+type Proxy struct {
+	// Store is the cache it answers from.
+	Store *cache.Store
+	// NodeName is this node: its Node, Lease and pods are the objects it may change offline.
+	NodeName string
+	// Online reports whether the cloud is reachable; Changed returns a channel closed at the next
+	// change of that state. An offline watch ends as soon as the cloud is back.
+	Online  func() bool
+	Changed func() <-chan struct{}
+	// BookmarkInterval is how often an offline watch sends a BOOKMARK when the client allows them.
+	// Default 5s.
+	BookmarkInterval time.Duration
+	// WatchTimeout ends an offline watch that gave no timeoutSeconds. Default 5 minutes.
+	WatchTimeout time.Duration
+	Log          *slog.Logger
+}
+
+// Request is one request as the hub routes it.
+type Request struct {
+	Info *wire.RequestInfo
+	// Own is the request's own cache (see cache's owners).
+	Own string
+	// Shared is true for requests made with the node's identity: they may also read the other
+	// node-identity caches (kubectl on the gateway reads what kubelet and kube-proxy cached). A
+	// request with credentials of its own reads only its own cache.
+	Shared bool
+
+	// Owners are the caches this request reads, its own first; Accept is every media type the
+	// client accepts, in its order of preference. Both are filled on first use.
+	Owners []string
+	Accept []wire.MediaType
+	once   sync.Once
+}
+
+// resolve fills Owners and Accept, once (the hub may ask CanAnswer from a timer while it serves).
+func (p *Proxy) resolve(r *http.Request, req *Request) {
+	req.once.Do(func() { p.fill(r, req) })
+}
+
+func (p *Proxy) fill(r *http.Request, req *Request) {
+	if req.Accept == nil {
+		req.Accept = wire.AcceptList(r.Header.Get("Accept"))
+	}
+	if req.Owners != nil {
+		return
+	}
+	req.Owners = []string{req.Own}
+	if !req.Shared {
+		return
+	}
+	seen := map[string]bool{req.Own: true}
+	for _, o := range append([]string{"kubelet", "kube-proxy"}, p.Store.Owners()...) {
+		if !seen[o] && !strings.Contains(o, "@") {
+			seen[o] = true
+			req.Owners = append(req.Owners, o)
+		}
+	}
+}
+
+// ServeHTTP answers one request from the cache.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req *Request) {
+	p.resolve(r, req)
+	ri := req.Info
+	if !ri.IsResource {
+		p.discovery(w, r, req)
+		return
+	}
+	switch ri.Verb {
+	case wire.VerbGet:
+		p.get(w, req)
+	case wire.VerbList:
+		p.list(w, req)
+	case wire.VerbWatch:
+		p.watch(w, r, req)
+	case wire.VerbCreate:
+		p.create(w, r, req)
+	case wire.VerbUpdate, wire.VerbPatch:
+		p.update(w, r, req)
+	case wire.VerbDelete, wire.VerbDeleteCollection:
+		p.status(w, req, http.StatusForbidden, fmt.Sprintf("nodehub: the cloud is unreachable; %s of %s is not allowed offline", ri.Verb, ri.Resource))
+	default:
+		p.unavailable(w, req)
+	}
+}
+
+func (p *Proxy) log() *slog.Logger {
+	if p.Log == nil {
+		return slog.Default()
+	}
+	return p.Log
+}
+
+func (p *Proxy) status(w http.ResponseWriter, req *Request, code int, msg string) {
+	wire.WriteStatus(w, req.Info.Accept, code, msg)
+}
+
+func (p *Proxy) unavailable(w http.ResponseWriter, req *Request) {
+	p.status(w, req, http.StatusServiceUnavailable, fmt.Sprintf("nodehub: the cloud is unreachable and %s %s cannot be answered from the cache", req.Info.Verb, resourceName(req.Info)))
+}
+
+func resourceName(ri *wire.RequestInfo) string {
+	if ri.Subresource != "" {
+		return ri.Resource + "/" + ri.Subresource
+	}
+	return ri.Resource
+}
+
+func (p *Proxy) notFound(w http.ResponseWriter, req *Request) {
+	ri := req.Info
+	gr := ri.Resource
+	if ri.Group != "" {
+		gr += "." + ri.Group
+	}
+	msg := fmt.Sprintf("%s %q not found", gr, ri.Name)
+	if ri.Name == "" {
+		msg = fmt.Sprintf("nodehub: the cloud is unreachable and %s were never cached", gr)
+	}
+	p.status(w, req, http.StatusNotFound, msg)
+}
+
+// resource returns the cache resource of an owner for the request.
+func resource(owner string, ri *wire.RequestInfo) cache.Resource {
+	return cache.Resource{Owner: owner, Group: ri.Group, Version: ri.Version, Resource: ri.Resource}
+}
+
+// namespace is the request's namespace as the cache files it (namespaces are cluster-scoped).
+func namespace(ri *wire.RequestInfo) string {
+	if ri.Resource == "namespaces" {
+		return ""
+	}
+	return ri.Namespace
+}
+
+// format is how a response is written.
+type format struct {
+	protobuf bool
+	meta     bool // as=PartialObjectMetadata(List)
+}
+
+// contentType is the response's Content-Type.
+func (f format) contentType(list bool) string {
+	ct := wire.MediaJSON
+	if f.protobuf {
+		ct = wire.MediaProtobuf
+	}
+	if f.meta {
+		as := "PartialObjectMetadata"
+		if list {
+			as += "List"
+		}
+		ct += ";as=" + as + ";g=meta.k8s.io;v=v1"
+	}
+	return ct
+}
+
+// choose picks the first format the client accepts that the cache can produce. Table is not
+// produced: a client asking for it lists a plain fallback after it (as the apiserver requires).
+func choose(accept []wire.MediaType) (format, bool) {
+	for _, m := range accept {
+		switch {
+		case m.As == "Table":
+			continue
+		case m.As == "PartialObjectMetadata" || m.As == "PartialObjectMetadataList":
+			return format{protobuf: m.IsProtobuf(), meta: true}, true
+		case m.As != "":
+			continue
+		case m.Type == wire.MediaProtobuf:
+			return format{protobuf: true}, true
+		case m.Type == wire.MediaJSON || m.Type == "*/*" || m.Type == "application/*":
+			return format{}, true
+		}
+	}
+	return format{}, false
+}
+
+// accepts reports whether the client takes the given plain media type.
+func accepts(accept []wire.MediaType, protobuf bool) bool {
+	for _, m := range accept {
+		if m.As == "" && (m.IsProtobuf() == protobuf && (m.Type == wire.MediaJSON || m.Type == wire.MediaProtobuf) || !protobuf && m.Type == "*/*") {
+			return true
+		}
+	}
+	return false
+}
+
+// encodeItem returns a cached object in the chosen format (converted when the cache holds the other
+// one, or left as it is when the client also accepts that one).
+func encodeItem(raw []byte, f format, accept []wire.MediaType) ([]byte, bool, error) {
+	out, err := wire.Convert(raw, f.protobuf)
+	if err == nil {
+		return out, f.protobuf, nil
+	}
+	stored := len(raw) > 0 && raw[0] != '{'
+	if accepts(accept, stored) {
+		return raw, stored, nil
+	}
+	return nil, false, err
+}
+
+func writeBody(w http.ResponseWriter, code int, ct string, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,186 @@
+package local
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodehub/cache"
+	"nodehub/wire"
+)
+
+const maxBody = 3 << 20
+
+// create keeps an event offline (answered 201, never replayed to the cloud); any other create
+// would be a lost write, so it is refused.
+func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
+	ri := req.Info
+	if ri.Resource != "events" || ri.Subresource != "" || (ri.Group != "" && ri.Group != "events.k8s.io") {
+		p.unavailable(w, req)
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		p.status(w, req, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !req.Info.ContentType.IsProtobuf() {
+		body = []byte(strings.TrimSpace(string(body)))
+	}
+	obj, err := wire.Decode(body)
+	if err != nil && !errors.Is(err, wire.ErrNotConvertible) {
+		p.status(w, req, http.StatusBadRequest, err.Error())
+		return
+	}
+	if obj != nil { // fill in what the apiserver would: a name from generateName, a uid, a time
+		if body, err = fillObjectMeta(obj, ri.Namespace, req.Info.ContentType.IsProtobuf()); err != nil {
+			p.status(w, req, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	m, err := wire.ExtractMeta(body, ri.Resource)
+	if err != nil || m.Name == "" {
+		p.status(w, req, http.StatusBadRequest, "nodehub: an event needs a name")
+		return
+	}
+	h := cache.Header{ContentType: ctOf(body), APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name,
+		UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels, Fields: m.Fields, Local: true}
+	k := cache.Key{Resource: resource(req.Owners[0], ri), Namespace: m.Namespace, Name: m.Name}
+	if err := p.Store.Put(k, &h, body); err != nil {
+		p.status(w, req, http.StatusInternalServerError, err.Error())
+		return
+	}
+	p.respondObject(w, req, http.StatusCreated, body)
+}
+
+// update applies an update or patch of the node's own Node, its Lease, or the status of a pod on
+// this node to the cached copy, so the node's own view stays true offline. The copy is marked
+// local: the cloud's version replaces it when the link returns. Other writes are refused.
+func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
+	ri := req.Info
+	if !p.mayChange(ri) {
+		p.unavailable(w, req)
+		return
+	}
+	it, owner, err := p.lookup(req)
+	if errors.Is(err, cache.ErrNotFound) {
+		p.notFound(w, req)
+		return
+	}
+	if err != nil {
+		p.status(w, req, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if ri.Resource == "pods" && it.Header.Fields["spec.nodeName"] != p.NodeName {
+		p.unavailable(w, req)
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		p.status(w, req, http.StatusBadRequest, err.Error())
+		return
+	}
+	var result []byte
+	if ri.Verb == wire.VerbUpdate {
+		result, err = wire.Convert(body, it.Header.ContentType == wire.MediaProtobuf)
+	} else {
+		result, err = applyPatch(it.Body, body, r.Header.Get("Content-Type"))
+	}
+	var se *statusError
+	switch {
+	case errors.As(err, &se):
+		p.status(w, req, se.code, se.msg)
+		return
+	case err != nil:
+		p.status(w, req, http.StatusUnprocessableEntity, "nodehub: "+err.Error())
+		return
+	}
+	m, err := wire.ExtractMeta(result, ri.Resource)
+	if err != nil || m.Name != it.Header.Name || m.Namespace != it.Header.Namespace {
+		p.status(w, req, http.StatusBadRequest, "nodehub: the change does not keep the object's name and namespace")
+		return
+	}
+	h := cache.Header{ContentType: ctOf(result), APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name,
+		UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels, Fields: m.Fields, Local: true}
+	k := cache.Key{Resource: resource(owner, ri), Namespace: m.Namespace, Name: m.Name}
+	if err := p.Store.Put(k, &h, result); err != nil {
+		p.status(w, req, http.StatusInternalServerError, err.Error())
+		return
+	}
+	p.log().Debug("offline change kept locally", "resource", ri.Resource, "name", m.Name)
+	p.respondObject(w, req, http.StatusOK, result)
+}
+
+// mayChange says which writes are applied offline: the node's own Node (and its status), its
+// Lease, and pods' status (checked against the pod's node by the caller).
+func (p *Proxy) mayChange(ri *wire.RequestInfo) bool {
+	switch {
+	case ri.Group == "" && ri.Resource == "nodes":
+		return ri.Name == p.NodeName && (ri.Subresource == "" || ri.Subresource == "status")
+	case ri.Group == "coordination.k8s.io" && ri.Resource == "leases":
+		return ri.Namespace == "kube-node-lease" && ri.Name == p.NodeName && ri.Subresource == ""
+	case ri.Group == "" && ri.Resource == "pods":
+		return ri.Subresource == "status"
+	}
+	return false
+}
+
+func (p *Proxy) respondObject(w http.ResponseWriter, req *Request, code int, raw []byte) {
+	f, _ := choose(req.Accept)
+	body, pb, err := encodeItem(raw, format{protobuf: f.protobuf}, req.Accept)
+	if err != nil {
+		body, pb = raw, ctOf(raw) == wire.MediaProtobuf
+	}
+	writeBody(w, code, format{protobuf: pb}.contentType(false), body)
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("nodehub: read body: %w", err)
+	}
+	if len(b) > maxBody {
+		return nil, fmt.Errorf("nodehub: body larger than %d bytes", maxBody)
+	}
+	return b, nil
+}
+
+func ctOf(raw []byte) string {
+	if len(raw) > 0 && raw[0] != '{' {
+		return wire.MediaProtobuf
+	}
+	return wire.MediaJSON
+}
+
+// fillObjectMeta gives a new object what the apiserver would: a name from generateName, the
+// request's namespace, a uid and a creation time.
+func fillObjectMeta(obj wire.Typed, ns string, protobuf bool) ([]byte, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		if m.GetName() == "" && m.GetGenerateName() != "" {
+			var b [3]byte
+			_, _ = rand.Read(b[:])
+			m.SetName(m.GetGenerateName() + hex.EncodeToString(b[:])[:5])
+		}
+		if m.GetNamespace() == "" {
+			m.SetNamespace(ns)
+		}
+		if m.GetUID() == "" {
+			var b [16]byte
+			_, _ = rand.Read(b[:])
+			h := hex.EncodeToString(b[:])
+			m.SetUID(types.UID(h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]))
+		}
+		if ts := m.GetCreationTimestamp(); ts.IsZero() {
+			m.SetCreationTimestamp(metav1.NewTime(time.Now()))
+		}
+	}
+	return wire.Encode(obj, protobuf)
+}

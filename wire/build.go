@@ -1,0 +1,116 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// InitialEventsEnd is the annotation of the BOOKMARK that ends a watch's initial events.
+const InitialEventsEnd = "k8s.io/initial-events-end"
+
+// ListBuilder joins raw objects into a List body, in JSON or protobuf, without decoding them.
+type ListBuilder struct {
+	Protobuf         bool
+	APIVersion, Kind string // the items'; the list is Kind+"List"
+	buf              bytes.Buffer
+	n                int
+}
+
+// Add appends one item (already in the builder's format).
+func (b *ListBuilder) Add(item []byte) error {
+	if b.Protobuf {
+		_, _, raw, err := DecodeProtoEnvelope(item)
+		if err != nil {
+			return err
+		}
+		b.buf.Write(appendBytesField(nil, 2, raw))
+	} else {
+		if b.n > 0 {
+			b.buf.WriteByte(',')
+		}
+		b.buf.Write(bytes.TrimSpace(item))
+	}
+	b.n++
+	return nil
+}
+
+// Len is the number of items added.
+func (b *ListBuilder) Len() int { return b.n }
+
+// Bytes returns the List with resourceVersion rv.
+func (b *ListBuilder) Bytes(rv string) ([]byte, error) {
+	av, kind := b.APIVersion, b.Kind+"List"
+	if b.Kind == "" {
+		av, kind = "v1", "List"
+	}
+	if b.Protobuf {
+		msg := appendBytesField(nil, 1, appendBytesField(nil, 2, []byte(rv)))
+		msg = append(msg, b.buf.Bytes()...)
+		return EncodeProtoRaw(av, kind, msg)
+	}
+	var out bytes.Buffer
+	fmt.Fprintf(&out, `{"kind":%s,"apiVersion":%s,"metadata":{"resourceVersion":%s},"items":[`, quote(kind), quote(av), quote(rv))
+	out.Write(b.buf.Bytes())
+	out.WriteString("]}\n")
+	return out.Bytes(), nil
+}
+
+// BookmarkObject is the object of a BOOKMARK event: only its kind and resourceVersion (and, to
+// end a watch's initial events, the k8s.io/initial-events-end annotation).
+func BookmarkObject(apiVersion, kind, rv string, initialEnd, protobuf bool) []byte {
+	if protobuf {
+		meta := appendBytesField(nil, 6, []byte(rv))
+		if initialEnd {
+			entry := appendBytesField(appendBytesField(nil, 1, []byte(InitialEventsEnd)), 2, []byte("true"))
+			meta = appendBytesField(meta, 12, entry)
+		}
+		b, _ := EncodeProtoRaw(apiVersion, kind, appendBytesField(nil, 1, meta))
+		return b
+	}
+	ann := ""
+	if initialEnd {
+		ann = `,"annotations":{"` + InitialEventsEnd + `":"true"}`
+	}
+	return []byte(`{"kind":` + quote(kind) + `,"apiVersion":` + quote(apiVersion) + `,"metadata":{"resourceVersion":` + quote(rv) + ann + `}}`)
+}
+
+// ObjectMeta decodes just an object's metadata from its raw bytes.
+func ObjectMeta(raw []byte) (metav1.ObjectMeta, error) {
+	var om metav1.ObjectMeta
+	if bytes.HasPrefix(raw, protoMagic) {
+		_, _, obj, err := DecodeProtoEnvelope(raw)
+		if err != nil {
+			return om, err
+		}
+		m, ok := protoPath(obj, []int{1}, false)
+		if !ok {
+			return om, fmt.Errorf("wire: object without metadata")
+		}
+		return om, om.Unmarshal([]byte(m))
+	}
+	var obj struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	err := json.Unmarshal(raw, &obj)
+	return obj.Metadata, err
+}
+
+// PartialObjectMetadata returns an object's metadata as a meta.k8s.io/v1 PartialObjectMetadata.
+func PartialObjectMetadata(raw []byte) (*metav1.PartialObjectMetadata, error) {
+	om, err := ObjectMeta(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}, ObjectMeta: om}, nil
+}
+
+// EncodeMeta encodes a PartialObjectMetadata or PartialObjectMetadataList.
+func EncodeMeta(obj ProtoMessage, kind string, protobuf bool) ([]byte, error) {
+	if protobuf {
+		return EncodeProto("meta.k8s.io/v1", kind, obj)
+	}
+	return json.Marshal(obj)
+}
