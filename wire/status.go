@@ -55,10 +55,8 @@ func WriteStatus(w http.ResponseWriter, accept MediaType, code int, message stri
 	h.Set("Content-Type", ct)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", "no-cache, private")
-	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-		if h.Get("Retry-After") == "" {
-			h.Set("Retry-After", "1")
-		}
+	if code == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
