@@ -130,6 +130,11 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 		return nil
 	})
 
+	// A watch proxied to the cloud before the cut must end once the hub knows it is offline.
+	wctx0, cancel0 := context.WithCancel(ctx)
+	defer cancel0()
+	proxied, _ := watchEvents(t, wctx0, h, "/api/v1/pods?watch=true&fieldSelector=spec.nodeName%3D"+harness.NodeName, kubeletUA)
+
 	// The link goes black: a cached read is answered within --heartbeat-timeout-seconds + 1 s.
 	if err := relay.BlackHole(); err != nil {
 		t.Fatal(err)
@@ -150,6 +155,13 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 		}
 		return nil
 	})
+	for open := true; open; {
+		select {
+		case _, open = <-proxied:
+		case <-time.After(2 * time.Second):
+			t.Fatal("a watch proxied to the cloud stayed open after the hub went offline")
+		}
+	}
 
 	t.Run("reads", func(t *testing.T) {
 		if got := podNames(t, kubelet, "", nodeSel); strings.Join(got, ",") != strings.Join(onlinePods, ",") {
@@ -170,6 +182,20 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 		}
 		if _, err := kubelet.CoreV1().ConfigMaps("nowhere").List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("offline list never cached: want 404, got %v", err)
+		}
+		// Metadata-only lists, as controllers' metadata informers ask for them.
+		req, _ := http.NewRequest(http.MethodGet, h.ProxyURL+"/api/v1/namespaces/"+ns+"/pods?labelSelector=tier%3Db", nil)
+		req.Header.Set("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json")
+		req.Header.Set("User-Agent", kubeletUA)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pl metav1.PartialObjectMetadataList
+		json.NewDecoder(resp.Body).Decode(&pl)
+		resp.Body.Close()
+		if pl.Kind != "PartialObjectMetadataList" || len(pl.Items) != 1 || pl.Items[0].Name != "off-b" || pl.Items[0].Labels["tier"] != "b" {
+			t.Fatalf("offline PartialObjectMetadataList: %+v", pl)
 		}
 	})
 
@@ -193,6 +219,16 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 		}
 		if !found {
 			t.Fatalf("patched node status not visible in the next get: %+v", n.Status.Conditions)
+		}
+		podPatch := []byte(`{"status":{"phase":"Running","podIP":"10.244.0.9"}}`)
+		if _, err := kubelet.CoreV1().Pods(ns).Patch(ctx, "off-a", types.StrategicMergePatchType, podPatch, metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("offline pod status patch: %v", err)
+		}
+		if p, err := kubelet.CoreV1().Pods(ns).Get(ctx, "off-a", metav1.GetOptions{}); err != nil || p.Status.PodIP != "10.244.0.9" {
+			t.Fatalf("patched pod status not visible: %v", err)
+		}
+		if got := podNames(t, kubelet, "", metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName + ",status.phase=Running"}); strings.Join(got, ",") != ns+"/off-a" {
+			t.Fatalf("field selector over the patched status: %v", got)
 		}
 		if err := kubelet.CoreV1().Pods(ns).Delete(ctx, "off-a", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 			t.Fatalf("offline delete: want 403, got %v", err)
