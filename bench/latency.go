@@ -114,9 +114,19 @@ func directClient(c *harness.Cluster) (*http.Client, error) {
 }
 
 func timeGet(cl *http.Client, url string) (time.Duration, error) {
+	return timeGetAs(cl, url, "application/vnd.kubernetes.protobuf")
+}
+
+func timeGetAs(cl *http.Client, url, accept string) (time.Duration, error) {
+	return timeGetAsUA(cl, url, accept, kubeletUA)
+}
+
+const kubeletUA = "kubelet/v1.34.4 (linux/amd64) kubernetes/bench"
+
+func timeGetAsUA(cl *http.Client, url, accept, ua string) (time.Duration, error) {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
-	req.Header.Set("User-Agent", "kubelet/v1.34.4 (linux/amd64) kubernetes/bench")
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", ua)
 	start := time.Now()
 	resp, err := cl.Do(req)
 	if err != nil {

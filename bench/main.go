@@ -32,7 +32,7 @@ func main() {
 	flag.DurationVar(&o.churn, "churn", 10*time.Second, "how long the 100 events/s churn runs")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
-	flag.StringVar(&o.only, "only", "", "run one section: latency or cache")
+	flag.StringVar(&o.only, "only", "", "run one section: latency, offline or cache")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -89,6 +89,16 @@ func run(o options) error {
 	defer e.c.Stop()
 	if o.only == "" || o.only == "latency" {
 		if err := benchLatency(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "offline" {
+		if o.only != "" {
+			if err := makePods(e.ctx, e.c, o.pods); err != nil {
+				return err
+			}
+		}
+		if err := benchOffline(e, o); err != nil {
 			return err
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"nodehub/wire"
 )
 
-// One cache file is a fixed preamble, a small JSON header and the object's raw bytes:
+// One cache file is a fixed preamble, a small binary header and the object's raw bytes:
 //
 //	"NHCF" | version (1 byte) | 3 reserved bytes | header length (u32 BE) | body length (u32 BE) |
 //	CRC-32C of header and body (u32 BE) | header | body
@@ -64,10 +64,7 @@ func headerFor(m wire.Meta, contentType string) Header {
 
 // encodeFile returns the bytes of a cache file.
 func encodeFile(h *Header, body []byte) ([]byte, error) {
-	hj, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
+	hj := h.marshal()
 	out := make([]byte, preambleLen, preambleLen+len(hj)+len(body))
 	copy(out, fileMagic)
 	out[4] = fileVersion
@@ -97,7 +94,7 @@ func decodeFile(data []byte, resource string) (*Header, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	h := &Header{}
-	if err := json.Unmarshal(hj, h); err != nil {
+	if err := h.unmarshal(hj); err != nil {
 		return nil, nil, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
 	}
 	return h, body, nil
@@ -118,7 +115,7 @@ func decodeHeader(prefix []byte) (*Header, int, error) {
 		return nil, need, nil // caller reads more
 	}
 	h := &Header{}
-	if err := json.Unmarshal(prefix[preambleLen:need], h); err != nil {
+	if err := h.unmarshal(prefix[preambleLen:need]); err != nil {
 		return nil, 0, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
 	}
 	return h, need, nil

@@ -1,10 +1,6 @@
 package cache
 
-import (
-	"errors"
-
-	"nodehub/wire"
-)
+import "nodehub/wire"
 
 // Item is one cached object: its header and raw bytes (in Header.ContentType).
 type Item struct {
@@ -56,13 +52,11 @@ func (s *Store) EachInList(r Resource, sel Selector, fn func(Item) error) (ListR
 	if res.Record != nil {
 		res.ResourceVersion = res.Record.ResourceVersion
 	}
-	err = s.Keys(r, sel.Namespace, func(k Key) error {
-		h, body, err := s.Get(k)
-		if errors.Is(err, ErrNotFound) {
-			return nil // gone meanwhile, or corrupt (quarantined): never served
-		}
+	err = s.eachObject(r, sel.Namespace, func(k Key, data []byte) error {
+		h, body, err := decodeFile(data, r.Resource)
 		if err != nil {
-			return err
+			s.quarantine(k.Path(), err) // corrupt: never served
+			return nil
 		}
 		if !sel.Matches(h, func() []byte { return body }) {
 			return nil

@@ -42,16 +42,28 @@ func EncodeProtoRaw(apiVersion, kind string, raw []byte) ([]byte, error) {
 }
 
 // DecodeProtoEnvelope opens the envelope and returns apiVersion, kind and the message bytes (which
-// alias body).
+// alias body: nothing is copied).
 func DecodeProtoEnvelope(body []byte) (apiVersion, kind string, raw []byte, err error) {
 	if !bytes.HasPrefix(body, protoMagic) {
 		return "", "", nil, ErrNotProtobuf
 	}
-	var u runtime.Unknown
-	if err := u.Unmarshal(body[len(protoMagic):]); err != nil {
+	err = protoFields(body[len(protoMagic):], func(f field) bool {
+		if f.typ != wireBytes {
+			return true
+		}
+		switch f.num {
+		case 1: // TypeMeta{apiVersion=1, kind=2}
+			apiVersion, _ = protoPath(f.data, []int{1}, false)
+			kind, _ = protoPath(f.data, []int{2}, false)
+		case 2:
+			raw = f.data
+		}
+		return true
+	})
+	if err != nil {
 		return "", "", nil, fmt.Errorf("wire: protobuf envelope: %w", err)
 	}
-	return u.APIVersion, u.Kind, u.Raw, nil
+	return apiVersion, kind, raw, nil
 }
 
 // DecodeProto opens the envelope and unmarshals the message into m.

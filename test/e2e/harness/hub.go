@@ -50,6 +50,8 @@ type HubOptions struct {
 	Args []string
 	// Env are extra environment variables (NAME=value).
 	Env []string
+	// NoWait returns as soon as the process started, without waiting for its healthz.
+	NoWait bool
 }
 
 // StartHub starts nodehub with the node's certificate and fast heartbeats and waits for its healthz.
@@ -72,6 +74,9 @@ func (c *Cluster) StartHub(ctx context.Context, o HubOptions) (*Hub, error) {
 	h.Proc = &Proc{Name: "nodehub", Path: o.Bin, Args: append(args, o.Args...), Env: o.Env, LogFile: filepath.Join(o.Dir, "nodehub.log")}
 	if err := h.Start(); err != nil {
 		return nil, err
+	}
+	if o.NoWait {
+		return h, nil
 	}
 	if err := h.WaitHTTP(ctx, "/v1/healthz", 20*time.Second); err != nil {
 		h.Stop()

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"nodehub/e2e/harness"
+)
+
+// benchOffline measures the offline proxy: LIST latency of the node's pods from the cache
+// (protobuf as kubelet asks, and JSON, which is converted), the time from exec of a hub started
+// offline to its first cached answer, and the time from a black-holed cloud to the first cached
+// answer with default flags.
+func benchOffline(e *env, o options) error {
+	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	if err != nil {
+		return err
+	}
+	defer relay.Refuse()
+	e.n++
+	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	start := func(noWait bool) (*harness.Hub, error) {
+		h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: relay.URL(), NoWait: noWait,
+			Args: []string{"--v=2", "--heartbeat-interval-seconds=10", "--heartbeat-timeout-seconds=2", "--cache-agents=kubelet,json-agent"}})
+		return h, err
+	}
+	h, err := start(false)
+	if err != nil {
+		return err
+	}
+	list := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName
+	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 30 * time.Second}
+	if _, err := timeGetAs(cl, h.ProxyURL+list, "application/vnd.kubernetes.protobuf"); err != nil {
+		return err
+	}
+	if _, err := timeGetAsUA(cl, h.ProxyURL+list, "application/json", "json-agent/1"); err != nil {
+		return err
+	}
+	settle(h)
+
+	// A black-holed cloud, default flags: how long until the first cached answer.
+	if err := relay.BlackHole(); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if _, err := timeGetAs(cl, h.ProxyURL+list, "application/vnd.kubernetes.protobuf"); err != nil {
+		return err
+	}
+	blackHole := time.Since(t0)
+	relay.Refuse()
+
+	fmt.Printf("\n## offline, %d pods on the node, cache filled by a kubelet-like protobuf client\n", o.pods)
+	fmt.Printf("black_hole_to_first_cached_answer\t%v\t(--heartbeat-timeout-seconds=2)\n", blackHole.Round(time.Millisecond))
+	fmt.Println("request\tmedian\tp99")
+	for _, q := range []struct{ name, media, ua string }{
+		{"protobuf, as cached", "application/vnd.kubernetes.protobuf", kubeletUA},
+		{"JSON, as cached by a JSON client", "application/json", "json-agent/1"},
+		{"JSON, converted from kubelet's protobuf", "application/json", kubeletUA},
+	} {
+		var ds []time.Duration
+		for i := 0; i < 520; i++ {
+			d, err := timeGetAsUA(cl, h.ProxyURL+list, q.media, q.ua)
+			if err != nil {
+				return err
+			}
+			if i >= 20 {
+				ds = append(ds, d)
+			}
+		}
+		fmt.Printf("offline LIST pods (%s)\t%v\t%v\n", q.name, pct(ds, 50), pct(ds, 99))
+	}
+	h.Stop()
+
+	// A hub started while the cloud is unreachable answers from the cache at once.
+	t1 := time.Now()
+	h2, err := start(true)
+	if err != nil {
+		return err
+	}
+	defer h2.Stop()
+	var first time.Duration
+	for time.Since(t1) < 30*time.Second {
+		if _, err := timeGetAs(&http.Client{Timeout: time.Second}, h2.ProxyURL+list, "application/vnd.kubernetes.protobuf"); err == nil {
+			first = time.Since(t1)
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if first == 0 {
+		return fmt.Errorf("restarted offline hub never answered")
+	}
+	fmt.Printf("exec_to_first_offline_answer\t%v\n", first.Round(time.Millisecond))
+	return nil
+}

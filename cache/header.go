@@ -1,0 +1,107 @@
+package cache
+
+import (
+	"encoding/binary"
+	"errors"
+	"sort"
+)
+
+// The header is a sequence of length-prefixed strings (uvarint length, bytes) in a fixed order —
+// content type, apiVersion, kind, namespace, name, uid, resourceVersion — then a flags byte, then
+// the labels and the selectable fields, each a uvarint count of key/value string pairs. Reading
+// one is a few hundred nanoseconds, which matters when an offline list reads a hundred files.
+
+const flagLocal = 1
+
+var errHeader = errors.New("malformed header")
+
+func (h *Header) marshal() []byte {
+	b := make([]byte, 0, 128)
+	for _, s := range []string{h.ContentType, h.APIVersion, h.Kind, h.Namespace, h.Name, h.UID, h.ResourceVersion} {
+		b = appendString(b, s)
+	}
+	var flags byte
+	if h.Local {
+		flags |= flagLocal
+	}
+	b = append(b, flags)
+	b = appendMap(b, h.Labels)
+	return appendMap(b, h.Fields)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendMap(b []byte, m map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // deterministic bytes: an unchanged object writes an identical file
+	for _, k := range keys {
+		b = appendString(appendString(b, k), m[k])
+	}
+	return b
+}
+
+func (h *Header) unmarshal(b []byte) error {
+	r := headerReader{b: b}
+	for _, dst := range []*string{&h.ContentType, &h.APIVersion, &h.Kind, &h.Namespace, &h.Name, &h.UID, &h.ResourceVersion} {
+		*dst = r.string()
+	}
+	flags := r.byte()
+	h.Local = flags&flagLocal != 0
+	h.Labels = r.stringMap()
+	h.Fields = r.stringMap()
+	if r.err || len(r.b) != 0 {
+		return errHeader
+	}
+	return nil
+}
+
+type headerReader struct {
+	b   []byte
+	err bool
+}
+
+func (r *headerReader) string() string {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > uint64(len(r.b)-k) {
+		r.err, r.b = true, nil
+		return ""
+	}
+	s := string(r.b[k : k+int(n)])
+	r.b = r.b[k+int(n):]
+	return s
+}
+
+func (r *headerReader) byte() byte {
+	if len(r.b) == 0 {
+		r.err = true
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *headerReader) stringMap() map[string]string {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > uint64(len(r.b)) {
+		r.err, r.b = true, nil
+		return nil
+	}
+	r.b = r.b[k:]
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]string, n)
+	for i := uint64(0); i < n && !r.err; i++ {
+		key := r.string()
+		m[key] = r.string()
+	}
+	return m
+}
