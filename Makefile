@@ -22,6 +22,10 @@ unit: ## unit tests and short fuzz runs of the wire parsers
 	go test -count=1 ./...
 	go test -run '^$$' -fuzz FuzzParseURL -fuzztime 10s ./wire
 	go test -run '^$$' -fuzz FuzzDecodeProtoEnvelope -fuzztime 10s ./wire
+	go test -run '^$$' -fuzz FuzzJSONListSplitter -fuzztime 10s ./wire
+	go test -run '^$$' -fuzz FuzzProtoListSplitter -fuzztime 10s ./wire
+	go test -run '^$$' -fuzz FuzzWatchSplitters -fuzztime 10s ./wire
+	go test -run '^$$' -fuzz FuzzParseYAML -fuzztime 5s ./hub/certs
 
 controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
 	sh test/e2e/controlplane/build.sh

@@ -3,7 +3,6 @@ package hub
 import (
 	"fmt"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 )
 
@@ -21,11 +20,7 @@ func (s *Server) hubMux() http.Handler {
 	})
 	mux.HandleFunc("DELETE /v1/cache/{component}", s.dropCache)
 	if s.cfg.Profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/", servePprof)
 	}
 	return mux
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // Kubeconfig is the part of a kubeconfig nodehub reads: the current context's cluster and user.
@@ -58,7 +56,7 @@ func LoadKubeconfig(path string) (*Kubeconfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certs: kubeconfig: %w", err)
 	}
-	js, err := yaml.ToJSON(data)
+	js, err := yamlToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("certs: kubeconfig %s: %w", path, err)
 	}

@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	"nodehub/wire"
 )
@@ -29,7 +28,7 @@ func applyPatch(current, patch []byte, contentType string) ([]byte, error) {
 		if derr != nil {
 			return nil, &statusError{http.StatusUnsupportedMediaType, "nodehub: strategic merge patch of this kind is not supported offline"}
 		}
-		out, err = strategicpatch.StrategicMergePatch(js, patch, obj)
+		out, err = strategicMergePatch(js, patch, reflect.TypeOf(obj))
 	case "application/json-patch+json":
 		out, err = jsonPatch(js, patch)
 	default:

@@ -72,3 +72,18 @@ func TestStrategicMergePatchOfNodeStatusKeepsOtherConditions(t *testing.T) {
 		t.Fatal("server-side apply accepted offline")
 	}
 }
+
+// What kubelet sends for a node status update: a two-way strategic merge patch with directives.
+func TestStrategicMergePatchAsKubeletSendsIt(t *testing.T) {
+	node := []byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"n","labels":{"a":"1","b":"2"}},"spec":{"taints":[{"key":"k1","effect":"NoSchedule"}]},"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"MemoryPressure","status":"False"}],"addresses":[{"type":"InternalIP","address":"10.0.0.1"}],"images":[{"names":["a"]}]}}`)
+	patch := []byte(`{"metadata":{"labels":{"b":null,"c":"3"}},"spec":{"taints":[{"key":"k2","effect":"NoExecute"}]},"status":{"$setElementOrder/conditions":[{"type":"Ready"},{"type":"MemoryPressure"}],"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady"}],"images":[{"names":["b"]}],"addresses":[{"type":"Hostname","address":"n"}]}}`)
+	out, err := applyPatch(node, patch, "application/strategic-merge-patch+json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// conditions and addresses merge by type; taints and images (no patch strategy) are replaced.
+	jsonEq(t, out, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n","labels":{"a":"1","c":"3"}},
+		"spec":{"taints":[{"key":"k2","effect":"NoExecute"}]},
+		"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady"},{"type":"MemoryPressure","status":"False"}],
+		"addresses":[{"type":"InternalIP","address":"10.0.0.1"},{"type":"Hostname","address":"n"}],"images":[{"names":["b"]}]}}`)
+}

@@ -1,0 +1,53 @@
+package hub
+
+import (
+	"fmt"
+	"net/http"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// servePprof is /debug/pprof/ (with --profiling): the CPU profile and the runtime's named profiles
+// (heap, allocs, goroutine, block, mutex, threadcreate), in the format go tool pprof reads. It is
+// written on runtime/pprof directly: net/http/pprof would add half a megabyte to the binary.
+func servePprof(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/debug/pprof/")
+	debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
+	switch name {
+	case "":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "profile?seconds=N")
+		for _, p := range pprof.Profiles() {
+			fmt.Fprintf(w, "%s (%d)\n", p.Name(), p.Count())
+		}
+	case "profile":
+		sec, err := strconv.Atoi(r.URL.Query().Get("seconds"))
+		if err != nil || sec <= 0 {
+			sec = 30
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if err := pprof.StartCPUProfile(w); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		select {
+		case <-time.After(time.Duration(sec) * time.Second):
+		case <-r.Context().Done():
+		}
+		pprof.StopCPUProfile()
+	default:
+		p := pprof.Lookup(name)
+		if p == nil {
+			http.NotFound(w, r)
+			return
+		}
+		if debug > 0 {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		} else {
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}
+		_ = p.WriteTo(w, debug)
+	}
+}
