@@ -149,11 +149,16 @@ func TestListsWithDifferentSelectorsAndReconcile(t *testing.T) {
 	if got, _ := names(t, s, "kubelet", "default", "", ""); strings.Join(got, ",") != "b,c" {
 		t.Fatalf("after both re-lists: %v", got)
 	}
-	// The same list again, nothing changed: no object is written.
+	// The same list again at the same resourceVersion: nothing changed, nothing is written.
 	files1 := s.Stats().FilesWritten
 	respond(t, m, "GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dx", "kubelet", listBody(t, "201", c))
+	if n := s.Stats().FilesWritten - files1; n != 0 {
+		t.Fatalf("unchanged re-list wrote %d files, want none", n)
+	}
+	// At a newer resourceVersion with the same objects: only the record is written.
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dx", "kubelet", listBody(t, "202", c))
 	if n := s.Stats().FilesWritten - files1; n != 1 {
-		t.Fatalf("unchanged re-list wrote %d files, want only the record", n)
+		t.Fatalf("re-list with unchanged objects wrote %d files, want only the record", n)
 	}
 	// Another component's cache is separate.
 	if got, res := names(t, s, "kube-proxy", "", "", ""); len(got) != 0 || res.Record != nil {

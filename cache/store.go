@@ -516,3 +516,49 @@ func readAt(dfd int, name string) ([]byte, error) {
 	}
 	return buf, nil
 }
+
+// dirCache keeps the directories a batch writes into open, so reading the header of each object
+// before writing it costs an openat and a read, not a walk of the whole path.
+type dirCache struct {
+	s    *Store
+	dirs map[string]*os.File
+}
+
+func (c *dirCache) header(k Key) (*Header, error) {
+	if err := k.validate(); err != nil {
+		return nil, err
+	}
+	rel := k.Path()
+	dir, name := filepath.Dir(rel), filepath.Base(rel)
+	if c.dirs == nil {
+		c.dirs = map[string]*os.File{}
+	}
+	d, ok := c.dirs[dir]
+	if !ok {
+		f, err := c.s.root.Open(dir)
+		if err == nil {
+			d = f
+		}
+		c.dirs[dir] = d
+	}
+	if d == nil {
+		return nil, ErrNotFound
+	}
+	data, err := readAt(int(d.Fd()), name)
+	if err != nil {
+		return nil, ErrNotFound
+	}
+	h, _, err := decodeFile(data, k.Resource.Resource)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (c *dirCache) close() {
+	for _, d := range c.dirs {
+		if d != nil {
+			d.Close()
+		}
+	}
+}

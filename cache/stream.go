@@ -38,9 +38,10 @@ type Stream struct {
 	list     wire.ListSplitter
 	watch    wire.WatchSplitter
 	buf      []byte
-	seen     map[string]bool
-	listMeta wire.ListMeta
-	failed   bool
+	seen      map[string]bool
+	listMeta  wire.ListMeta
+	failed    bool
+	unchanged bool // a re-list whose answer is what the cache already holds
 }
 
 // Write hands a copy of p to the resource's queue. It never blocks; when the queue budget is
@@ -84,7 +85,13 @@ func (st *Stream) parse(b *batch, data []byte) {
 		if st.list == nil {
 			st.seen = map[string]bool{}
 			st.list = wire.NewListSplitter(st.media, wire.ListHandler{
-				Meta: func(m wire.ListMeta) { st.listMeta = m },
+				Meta: func(m wire.ListMeta) {
+					st.listMeta = m
+					// Same resourceVersion as the last complete answer to this list: nothing in
+					// the cluster changed since, so neither did the objects on disk.
+					rec, err := b.w.store.List(st.r, st.sel.Namespace, st.sel.LabelSelector, st.sel.FieldSelector)
+					st.unchanged = err == nil && rec.Complete && m.ResourceVersion != "" && rec.ResourceVersion == m.ResourceVersion && !st.page
+				},
 				Item: func(raw []byte) error { return b.put(st, raw) },
 			})
 		}
@@ -123,7 +130,7 @@ func (st *Stream) finish(b *batch, ok bool) {
 		if st.list == nil {
 			return
 		}
-		if err := st.list.Close(); err != nil || st.page || st.listMeta.Continue != "" {
+		if err := st.list.Close(); err != nil || st.page || st.listMeta.Continue != "" || st.unchanged {
 			return
 		}
 		b.flush() // the items first, so the reconcile sees them
@@ -219,6 +226,9 @@ func (b *batch) add(p *pend) {
 }
 
 func (b *batch) put(st *Stream, raw []byte) error {
+	if st.unchanged {
+		return nil
+	}
 	m, err := wire.ExtractMeta(raw, b.r.Resource)
 	if err != nil {
 		b.w.fail(b.r, err)
@@ -280,6 +290,8 @@ func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
 func (b *batch) flush() {
 	var lists []ListRecord
 	listsRead := false
+	dirs := dirCache{s: b.w.store}
+	defer dirs.close()
 	for _, id := range b.order {
 		p := b.pending[id]
 		if p.del {
@@ -295,7 +307,7 @@ func (b *batch) flush() {
 			b.w.fail(b.r, b.w.store.Delete(p.key))
 			continue
 		}
-		if old, err := b.w.store.Header(p.key); err == nil && !old.Local && !newerRV(p.h.ResourceVersion, old.ResourceVersion) {
+		if old, err := dirs.header(p.key); err == nil && !old.Local && !newerRV(p.h.ResourceVersion, old.ResourceVersion) {
 			continue // unchanged (or older): no write
 		}
 		b.w.fail(b.r, b.w.store.Put(p.key, &p.h, p.body))
