@@ -35,9 +35,9 @@ type Stream struct {
 	discoveryPath, discoveryType string
 
 	// Writer-side state.
-	list     wire.ListSplitter
-	watch    wire.WatchSplitter
-	buf      []byte
+	list      wire.ListSplitter
+	watch     wire.WatchSplitter
+	buf       []byte
 	seen      map[string]bool
 	listMeta  wire.ListMeta
 	failed    bool
