@@ -72,6 +72,9 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if lreq != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) {
 		// A read the cache can answer does not wait on a black-holed link.
 		route.HeaderTimeout = s.cfg.HeartbeatTimeout
+		if t := time.Duration(ri.TimeoutSeconds) * time.Second / 2; t > 0 && t < route.HeaderTimeout {
+			route.HeaderTimeout = t // leave the client time to get the cached answer
+		}
 		route.OnSlow = func() bool { return s.local.CanAnswer(r, lreq) }
 	}
 	ctx, cancel := context.WithCancel(r.Context())
