@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"nodehub/cache"
+	"nodehub/filter"
 	"nodehub/hub/certs"
 	"nodehub/hub/remote"
 )
@@ -44,6 +45,12 @@ type options struct {
 	noCacheAgents     string
 	cacheSync         time.Duration
 	gcFrequency       int
+	filterEnabled     bool
+	filterDisabled    string
+	filterComponents  componentsFlag
+	workingMode       string
+	masterHost        string
+	proxySecurePort   int
 	profiling         bool
 	version           bool
 
@@ -54,11 +61,10 @@ type options struct {
 // notYet are YurtHub (and klog) flags a YurtHub manifest may carry that nodehub accepts and ignores
 // with a warning. The value says whether the flag is boolean.
 var notYet = map[string]bool{
-	"proxy-secure-port": false, "namespace": false, "hub-cert-organizations": false,
+	"namespace": false, "hub-cert-organizations": false,
 	"max-requests-in-flight": false, "join-token": false,
 	"bootstrap-file": false, "enable-dummy-if": true, "enable-iptables": true,
-	"dummy-if-ip": false, "dummy-if-name": false, "enable-resource-filter": true,
-	"disabled-resource-filters": false, "working-mode": false, "enable-node-pool": true,
+	"dummy-if-ip": false, "dummy-if-name": false, "enable-node-pool": true,
 	"min-request-timeout": false, "discovery-token-ca-cert-hash": false,
 	"discovery-token-unsafe-skip-ca-verification": true, "enable-coordinator": true,
 	"coordinator-server-addr": false, "coordinator-storage-prefix": false,
@@ -125,6 +131,12 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.StringVar(&o.noCacheAgents, "no-cache-agents", "", "components never cached, comma separated (wins over --cache-agents)")
 	fs.DurationVar(&o.cacheSync, "cache-sync-interval", time.Second, "how often cache writes are made durable (one syncfs per interval)")
 	fs.IntVar(&o.gcFrequency, "gc-frequency", 120, "minutes between cache collections; cached events older than this are removed")
+	fs.BoolVar(&o.filterEnabled, "enable-resource-filter", true, "rewrite cloud responses for the edge (the filters)")
+	fs.StringVar(&o.filterDisabled, "disabled-resource-filters", "", "filters turned off, comma separated; * for all")
+	fs.Var(&o.filterComponents, "filter-components", "name=comp1,comp2: add components to a filter (repeatable)")
+	fs.StringVar(&o.workingMode, "working-mode", "edge", "edge or cloud (cloud turns off discardcloudservice, forwardkubesvctraffic, serviceenvupdater)")
+	fs.StringVar(&o.masterHost, "master-service-host", "169.254.2.1", "address the masterservice and related filters give pods for the kubernetes service (the hub's secure address)")
+	fs.IntVar(&o.proxySecurePort, "proxy-secure-port", 10268, "the hub's HTTPS port for pods, which the filters point the kubernetes service at")
 	fs.IntVar(&o.maxProcs, "max-procs", 1, "CPU cores the hub runs Go code on at once (GOMAXPROCS; the GOMAXPROCS environment variable wins)")
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
@@ -204,6 +216,18 @@ func (o *options) validate() error {
 			return fmt.Errorf("--cache-agents/--no-cache-agents: %q is not a component name", a)
 		}
 	}
+	if o.workingMode != "edge" && o.workingMode != "cloud" {
+		return fmt.Errorf("--working-mode: %q is not edge or cloud", o.workingMode)
+	}
+	if net.ParseIP(o.masterHost) == nil {
+		return fmt.Errorf("--master-service-host: %q is not an IP address", o.masterHost)
+	}
+	if o.proxySecurePort < 1 || o.proxySecurePort > 65535 {
+		return fmt.Errorf("--proxy-secure-port: %d is not a port (1-65535)", o.proxySecurePort)
+	}
+	if _, err := filter.New(o.filterConfig()); err != nil {
+		return fmt.Errorf("--disabled-resource-filters/--filter-components: %v", err)
+	}
 	if o.maxProcs < 1 {
 		return fmt.Errorf("--max-procs: %d must be at least 1", o.maxProcs)
 	}
@@ -227,6 +251,30 @@ func (o *options) servers() []string { return splitList(o.serverAddr) }
 // cachePolicy is what --cache-agents and --no-cache-agents say.
 func (o *options) cachePolicy() cache.Policy {
 	return cache.Policy{Agents: splitList(o.cacheAgents), Excluded: splitList(o.noCacheAgents)}
+}
+
+// filterConfig is what the filter flags say.
+func (o *options) filterConfig() filter.Config {
+	return filter.Config{Enabled: o.filterEnabled, Disabled: splitList(o.filterDisabled), Components: o.filterComponents.m,
+		WorkingMode: o.workingMode, MasterServiceHost: o.masterHost, MasterServicePort: o.proxySecurePort,
+		NodeName: o.nodeName, NodePool: o.nodePoolName}
+}
+
+// componentsFlag collects --filter-components name=comp1,comp2.
+type componentsFlag struct{ m map[string][]string }
+
+func (c *componentsFlag) String() string { return "" }
+func (c *componentsFlag) Set(v string) error {
+	name, comps, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(name) == "" || len(splitList(comps)) == 0 {
+		return fmt.Errorf("want name=comp1,comp2, got %q", v)
+	}
+	if c.m == nil {
+		c.m = map[string][]string{}
+	}
+	name = strings.TrimSpace(name)
+	c.m[name] = append(c.m[name], splitList(comps)...)
+	return nil
 }
 
 // splitList reads a comma-separated flag value, lower-cased, without empty entries.

@@ -28,7 +28,7 @@ func TestParseFlagsDefaultsAndYurtHubManifest(t *testing.T) {
 	if o.diskCachePath != "/etc/kubernetes/cache/" || o.rootDir != "/var/lib/nodehub" || o.lbMode != "priority" || o.nodePoolName != "pool-a" {
 		t.Fatalf("values: %+v", o)
 	}
-	want := "bootstrap-file working-mode namespace enable-dummy-if hub-cert-organizations"
+	want := "bootstrap-file namespace enable-dummy-if hub-cert-organizations"
 	if got := strings.Join(o.ignored, " "); got != want {
 		t.Fatalf("ignored flags %q, want %q", got, want)
 	}
@@ -51,6 +51,9 @@ func TestParseFlagsErrorsAreOneLineNamingTheFlag(t *testing.T) {
 		{[]string{"--server-addr=a:1", "--bootstrap-mode=magic"}, "--bootstrap-mode"},
 		{[]string{"--server-addr=a:1", "--bootstrap-mode=token"}, "--bootstrap-mode"},
 		{[]string{"--server-addr=a:1", "extra"}, "extra"},
+		{[]string{"--server-addr=a:1", "--disabled-resource-filters=nosuch"}, "--disabled-resource-filters"},
+		{[]string{"--server-addr=a:1", "--filter-components=masterservice"}, "filter-components"},
+		{[]string{"--server-addr=a:1", "--working-mode=sky"}, "--working-mode"},
 	} {
 		_, err := parseFlags(tt.args, io.Discard)
 		if err == nil {

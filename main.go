@@ -76,6 +76,7 @@ func run(args []string) int {
 		CachePolicy:        o.cachePolicy(),
 		CacheSyncInterval:  o.cacheSync,
 		GCFrequency:        time.Duration(o.gcFrequency) * time.Minute,
+		Filters:            o.filterConfig(),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodehub:", err)

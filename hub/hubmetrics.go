@@ -24,6 +24,8 @@ type hubMetrics struct {
 	cacheDropped  *metrics.CounterVec
 	cacheErrors   *metrics.CounterVec
 	offline       *metrics.CounterVec
+	filterErrors  *metrics.CounterVec
+	filterActions *metrics.CounterVec
 }
 
 var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
@@ -41,6 +43,8 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		cacheDropped:  reg.NewCounter("nodehub_cache_dropped_total", "Response chunks not cached because the writer queues were full (the resource's lists are marked incomplete).", "resource"),
 		cacheErrors:   reg.NewCounter("nodehub_cache_errors_total", "Failed cache writes and unparsable cached responses.", "resource"),
 		offline:       reg.NewCounter("nodehub_offline_requests_total", "Requests answered by the local (offline) proxy, by verb.", "verb"),
+		filterErrors:  reg.NewCounter("nodehub_filter_errors_total", "Objects a filter failed on (passed on unchanged), by filter.", "filter"),
+		filterActions: reg.NewCounter("nodehub_filter_objects_total", "Objects filters changed or removed, by filter and action.", "filter", "action"),
 	}
 	m.inflightGauge.Set(0)
 	return m

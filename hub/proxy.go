@@ -128,6 +128,9 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				return errNotAPI
 			}
 			resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+			if chain := s.filters.For(ri); chain != nil && resp.StatusCode == http.StatusOK {
+				s.filter(chain, ri, resp)
+			}
 			if s.cache == nil {
 				return nil
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"nodehub/cache"
+	"nodehub/filter"
 	"nodehub/hub/certs"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
@@ -48,6 +49,8 @@ type Config struct {
 	CacheSyncInterval time.Duration
 	// GCFrequency is how often the cache is collected; cached events older than it are removed.
 	GCFrequency time.Duration
+	// Filters configures the response filters.
+	Filters filter.Config
 }
 
 // Server is a running hub. Build it with New, start it with Run.
@@ -62,6 +65,7 @@ type Server struct {
 	cache    *cache.Manager
 	local    *local.Proxy
 	state    *cloudState
+	filters  *filter.Set
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -116,6 +120,11 @@ func New(cfg Config) (*Server, error) {
 		s.metrics.watchCache(s.cache)
 		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
 	}
+	fs, err := filter.New(cfg.Filters)
+	if err != nil {
+		return nil, fmt.Errorf("hub: filters: %w", err)
+	}
+	s.filters = fs
 	s.proxy = s.newReverseProxy()
 	return s, nil
 }

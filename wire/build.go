@@ -41,18 +41,29 @@ func (b *ListBuilder) Add(item []byte) error {
 func (b *ListBuilder) Len() int { return b.n }
 
 // Bytes returns the List with resourceVersion rv.
-func (b *ListBuilder) Bytes(rv string) ([]byte, error) {
+func (b *ListBuilder) Bytes(rv string) ([]byte, error) { return b.BytesContinue(rv, "") }
+
+// BytesContinue returns the List with resourceVersion rv and a continue token.
+func (b *ListBuilder) BytesContinue(rv, cont string) ([]byte, error) {
 	av, kind := b.APIVersion, b.Kind+"List"
 	if b.Kind == "" {
 		av, kind = "v1", "List"
 	}
 	if b.Protobuf {
-		msg := appendBytesField(nil, 1, appendBytesField(nil, 2, []byte(rv)))
+		lm := appendBytesField(nil, 2, []byte(rv))
+		if cont != "" {
+			lm = appendBytesField(lm, 3, []byte(cont))
+		}
+		msg := appendBytesField(nil, 1, lm)
 		msg = append(msg, b.buf.Bytes()...)
 		return EncodeProtoRaw(av, kind, msg)
 	}
 	var out bytes.Buffer
-	fmt.Fprintf(&out, `{"kind":%s,"apiVersion":%s,"metadata":{"resourceVersion":%s},"items":[`, quote(kind), quote(av), quote(rv))
+	c := ""
+	if cont != "" {
+		c = `,"continue":` + quote(cont)
+	}
+	fmt.Fprintf(&out, `{"kind":%s,"apiVersion":%s,"metadata":{"resourceVersion":%s%s},"items":[`, quote(kind), quote(av), quote(rv), c)
 	out.Write(b.buf.Bytes())
 	out.WriteString("]}\n")
 	return out.Bytes(), nil

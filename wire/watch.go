@@ -18,10 +18,13 @@ const (
 )
 
 // WatchEvent is one event of a watch stream. Object is the standalone object in the stream's
-// format (JSON, or the protobuf envelope), owned by the receiver.
+// format (JSON, or the protobuf envelope), owned by the receiver. Frame, set by the splitters, is
+// the event exactly as it was in the stream, framing included, so an untouched event can be
+// passed on as it came.
 type WatchEvent struct {
 	Type   string
 	Object []byte
+	Frame  []byte
 }
 
 // WatchSplitter takes a watch stream in pieces and hands out whole events.
@@ -88,7 +91,7 @@ func (s *jsonWatch) Write(p []byte) (int, error) {
 			if s.depth == 0 {
 				s.cur = append(s.cur, p[start:i+1]...)
 				start = -1
-				if s.err = s.event(s.cur); s.err != nil {
+				if s.err = s.event(append(s.cur, '\n')); s.err != nil {
 					return 0, s.err
 				}
 			}
@@ -108,7 +111,7 @@ func (s *jsonWatch) event(frame []byte) error {
 	if err := json.Unmarshal(frame, &ev); err != nil {
 		return fmt.Errorf("wire: watch event: %w", err)
 	}
-	return s.fn(WatchEvent{Type: ev.Type, Object: ev.Object})
+	return s.fn(WatchEvent{Type: ev.Type, Object: ev.Object, Frame: frame})
 }
 
 type protoWatch struct {
@@ -134,6 +137,7 @@ func (s *protoWatch) Write(p []byte) (int, error) {
 		frame := s.buf[4 : 4+n]
 		ev, err := DecodeProtoWatchEvent(frame)
 		if err == nil {
+			ev.Frame = s.buf[:4+n]
 			err = s.fn(ev)
 		}
 		if err != nil {

@@ -97,3 +97,5 @@ func eventually(t *testing.T, d time.Duration, what string, f func() error) {
 	}
 	t.Fatalf("%s: not within %v: %v", what, d, err)
 }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
