@@ -384,14 +384,14 @@ func TestWatchEventsAfterTheQueueWentIdle(t *testing.T) {
 func TestDelayCoalescesChurnIntoOneWritePerKey(t *testing.T) {
 	s := openStore(t)
 	m := newManager(s)
-	m.Writer.Delay = 300 * time.Millisecond
+	m.Writer.Delay = 2 * time.Second
 	r, _ := http.NewRequest("GET", "http://hub/api/v1/pods?watch=true", nil)
 	r.Header.Set("User-Agent", "kubelet/1")
 	ri, _ := wire.ParseRequest(r)
 	pr, pw := io.Pipe()
 	tb := m.Tee(ri, "kubelet", &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {wire.MediaJSON}}, Body: pr})
 	go io.Copy(io.Discard, tb)
-	for i := 1; i <= 20; i++ { // 20 changes of 2 objects within 100ms
+	for i := 1; i <= 20; i++ { // 20 changes of 2 objects within ~100ms, well inside the delay
 		name := fmt.Sprint("churn-", i%2)
 		pw.Write(wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventModified, Object: podJSON(t, pod(name, "edge-1", fmt.Sprint(i), nil))}))
 		time.Sleep(5 * time.Millisecond)

@@ -26,11 +26,10 @@ func set(t *testing.T, cfg Config) *Set {
 	return s
 }
 
-func chain(t *testing.T, s *Set, component, gvrPath string) *Chain {
-	t.Helper()
+func chain(t testing.TB, s *Set, component, gvrPath string) *Chain {
 	ri, err := wire.ParseURL("GET", mustURL(gvrPath))
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	ri.Component = component
 	return s.For(ri)

@@ -66,22 +66,29 @@ func ExtractMeta(raw []byte, resource string) (Meta, error) {
 }
 
 func jsonMeta(raw []byte, resource string) (Meta, error) {
-	var obj struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name            string            `json:"name"`
-			Namespace       string            `json:"namespace"`
-			UID             string            `json:"uid"`
-			ResourceVersion string            `json:"resourceVersion"`
-			Labels          map[string]string `json:"labels"`
-		} `json:"metadata"`
+	var md struct {
+		Name            string            `json:"name"`
+		Namespace       string            `json:"namespace"`
+		UID             string            `json:"uid"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Labels          map[string]string `json:"labels"`
 	}
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return Meta{}, fmt.Errorf("wire: object metadata: %w", err)
+	var m Meta
+	// Only the members read are decoded; the rest of the object is skipped over as bytes.
+	if b, ok := jsonMember(raw, "metadata"); ok {
+		if err := json.Unmarshal(b, &md); err != nil {
+			return Meta{}, fmt.Errorf("wire: object metadata: %w", err)
+		}
+	} else if !json.Valid(raw) {
+		return Meta{}, fmt.Errorf("wire: object metadata: not a JSON object")
 	}
-	m := Meta{APIVersion: obj.APIVersion, Kind: obj.Kind, Name: obj.Metadata.Name, Namespace: obj.Metadata.Namespace,
-		UID: obj.Metadata.UID, ResourceVersion: obj.Metadata.ResourceVersion, Labels: obj.Metadata.Labels}
+	if b, ok := jsonMember(raw, "apiVersion"); ok {
+		_ = json.Unmarshal(b, &m.APIVersion)
+	}
+	if b, ok := jsonMember(raw, "kind"); ok {
+		_ = json.Unmarshal(b, &m.Kind)
+	}
+	m.Name, m.Namespace, m.UID, m.ResourceVersion, m.Labels = md.Name, md.Namespace, md.UID, md.ResourceVersion, md.Labels
 	if sel := selectableFields[resource]; len(sel) > 0 {
 		m.Fields = make(map[string]string, len(sel))
 		for _, f := range sel {
@@ -177,13 +184,9 @@ func (m Meta) FieldValue(path string, raw []byte) (string, bool) {
 // JSONField returns the scalar at a dotted path of a JSON object: strings unquoted, numbers and
 // booleans as written.
 func JSONField(raw []byte, path string) (string, bool) {
-	cur := json.RawMessage(raw)
+	cur := raw
 	for _, key := range strings.Split(path, ".") {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(cur, &obj); err != nil {
-			return "", false
-		}
-		v, ok := obj[key]
+		v, ok := jsonMember(cur, key)
 		if !ok {
 			return "", false
 		}

@@ -42,3 +42,14 @@ func TestJSONFieldOfCustomResource(t *testing.T) {
 		t.Error("an object is not a scalar")
 	}
 }
+
+func FuzzJSONMember(f *testing.F) {
+	f.Add([]byte(`{"a":{"b":"}"},"metadata":{"name":"x"},"c":[1,{"d":2}]}`), "metadata")
+	f.Fuzz(func(t *testing.T, obj []byte, key string) {
+		v, ok := jsonMember(obj, key)
+		if ok && len(v) == 0 {
+			t.Fatal("empty value")
+		}
+		_, _ = ExtractMeta(obj, "pods")
+	})
+}

@@ -104,14 +104,16 @@ func (s *jsonWatch) Write(p []byte) (int, error) {
 }
 
 func (s *jsonWatch) event(frame []byte) error {
-	var ev struct {
-		Type   string          `json:"type"`
-		Object json.RawMessage `json:"object"`
+	var typ string
+	t, ok := jsonMember(frame, "type")
+	if ok {
+		ok = json.Unmarshal(t, &typ) == nil
 	}
-	if err := json.Unmarshal(frame, &ev); err != nil {
-		return fmt.Errorf("wire: watch event: %w", err)
+	obj, ok2 := jsonMember(frame, "object")
+	if !ok || !ok2 {
+		return fmt.Errorf("wire: watch event: not {\"type\":…,\"object\":…}")
 	}
-	return s.fn(WatchEvent{Type: ev.Type, Object: ev.Object, Frame: frame})
+	return s.fn(WatchEvent{Type: typ, Object: bytes.Clone(obj), Frame: frame})
 }
 
 type protoWatch struct {
