@@ -99,6 +99,16 @@ type Chain struct {
 	OnChange func(filter string, v Verdict)
 }
 
+// Uses reports whether the chain runs the named filter.
+func (c *Chain) Uses(name string) bool {
+	for _, f := range c.filters {
+		if f.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Names lists the chain's filters.
 func (c *Chain) Names() []string {
 	out := make([]string, len(c.filters))
@@ -167,6 +177,8 @@ type Config struct {
 	MasterServicePort int
 	// NodeName and NodePool are this node's.
 	NodeName, NodePool string
+	// Topology feeds servicetopology; nil leaves every endpoint in place.
+	Topology Topology
 }
 
 // edgeOnly are turned off in --working-mode=cloud.
@@ -211,6 +223,15 @@ func New(cfg Config) (*Set, error) {
 		s.components[f.Name()] = comps
 	}
 	return s, nil
+}
+
+// Uses reports whether the named filter is on.
+func (s *Set) Uses(name string) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.components[name]
+	return ok
 }
 
 // Names are the filters nodehub has, in the order they run.

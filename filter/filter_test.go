@@ -223,12 +223,59 @@ func TestConfiguration(t *testing.T) {
 		t.Fatal("* did not disable all")
 	}
 	cloud := set(t, Config{WorkingMode: "cloud"})
-	if c := chain(t, cloud, "kube-proxy", "/apis/discovery.k8s.io/v1/endpointslices"); c != nil {
-		t.Fatalf("forwardkubesvctraffic runs in cloud mode: %v", c.Names())
+	if c := chain(t, cloud, "kube-proxy", "/apis/discovery.k8s.io/v1/endpointslices"); c == nil || c.Uses("forwardkubesvctraffic") {
+		t.Fatalf("cloud mode: %v", c)
 	}
 	ri, _ := wire.ParseURL("DELETE", mustURL("/api/v1/namespaces/default/services/kubernetes"))
 	ri.Component = "kubelet"
 	if set(t, Config{}).For(ri) != nil {
 		t.Fatal("a delete was filtered")
+	}
+}
+
+type fakeTopology struct {
+	keys map[string]string
+	pool map[string]bool
+}
+
+func (f fakeTopology) TopologyKey(ns, svc string) string { return f.keys[ns+"/"+svc] }
+func (f fakeTopology) PoolNodes() map[string]bool        { return f.pool }
+
+func TestServiceTopology(t *testing.T) {
+	topo := fakeTopology{keys: map[string]string{"ns/host": "kubernetes.io/hostname", "ns/pool": "openyurt.io/nodepool"},
+		pool: map[string]bool{"edge-1": true, "edge-2": true}}
+	s := set(t, Config{NodeName: "edge-1", Topology: topo})
+	slice := func(svc string) *discoveryv1.EndpointSlice {
+		sl := &discoveryv1.EndpointSlice{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: svc + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4}
+		for _, n := range []string{"edge-1", "edge-2", "cloud-1"} {
+			node := n
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, NodeName: &node})
+		}
+		return sl
+	}
+	c := chain(t, s, "kube-proxy", "/apis/discovery.k8s.io/v1/endpointslices")
+	for svc, want := range map[string]int{"host": 1, "pool": 2, "plain": 3} {
+		for format, raw := range encodeBoth(t, slice(svc)) {
+			out, _ := c.Apply(raw)
+			got, _ := wire.Decode(out)
+			if n := len(got.(*discoveryv1.EndpointSlice).Endpoints); n != want {
+				t.Errorf("%s %s: %d endpoints, want %d", svc, format, n, want)
+			}
+		}
+	}
+	// v1 Endpoints too (YurtHub forgets them).
+	ep := &corev1.Endpoints{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Endpoints"}, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host"}}
+	var addrs []corev1.EndpointAddress
+	for _, n := range []string{"edge-1", "edge-2"} {
+		node := n
+		addrs = append(addrs, corev1.EndpointAddress{IP: "10.0.0.1", NodeName: &node})
+	}
+	ep.Subsets = []corev1.EndpointSubset{{Addresses: addrs}}
+	out, v := chain(t, s, "coredns", "/api/v1/endpoints").Apply(encodeBoth(t, ep)["json"])
+	got, _ := wire.Decode(out)
+	if v != Changed || len(got.(*corev1.Endpoints).Subsets[0].Addresses) != 1 {
+		t.Fatalf("endpoints: %v %+v", v, got)
 	}
 }

@@ -4,6 +4,7 @@ package filter
 func table(cfg Config) []Filter {
 	return []Filter{
 		&masterService{host: cfg.MasterServiceHost, port: cfg.MasterServicePort},
+		&serviceTopology{node: cfg.NodeName, topo: cfg.Topology},
 		&discardCloudService{},
 		&nodePortIsolation{pool: cfg.NodePool},
 		&forwardKubeSvcTraffic{host: cfg.MasterServiceHost, port: cfg.MasterServicePort},

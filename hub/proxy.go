@@ -81,6 +81,13 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	stop := context.AfterFunc(s.state.onlinePeriod(), cancel) // going offline ends it
 	defer stop()
+	if ri.Verb == wire.VerbWatch {
+		if c := s.filters.For(ri); c != nil && c.Uses("servicetopology") {
+			// A topology change ends the watch: the client re-lists and gets re-filtered slices.
+			stopTopo := context.AfterFunc(s.topo.changes(), cancel)
+			defer stopTopo()
+		}
+	}
 	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, &proxied{ri: ri, client: r.Context(), local: lreq})
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
 }

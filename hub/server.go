@@ -66,6 +66,8 @@ type Server struct {
 	local    *local.Proxy
 	state    *cloudState
 	filters  *filter.Set
+	topo     *topology
+	self     *http.Client // the hub's own requests to its proxy port
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -120,6 +122,9 @@ func New(cfg Config) (*Server, error) {
 		s.metrics.watchCache(s.cache)
 		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
 	}
+	s.topo = newTopology()
+	s.self = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	cfg.Filters.Topology = s.topo
 	fs, err := filter.New(cfg.Filters)
 	if err != nil {
 		return nil, fmt.Errorf("hub: filters: %w", err)
@@ -162,6 +167,9 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() { errc <- hs.Serve(ln) }()
 	}
 	go s.checker.Run(ctx, s.balancer.Backends)
+	if s.filters.Uses("servicetopology") {
+		go s.runTopology(ctx, "http://"+s.Addrs()[0].String())
+	}
 	if s.cache != nil {
 		go s.cache.Store.RunSync(ctx, s.cfg.CacheSyncInterval)
 		go func() {

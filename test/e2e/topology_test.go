@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"nodehub/e2e/harness"
+)
+
+func TestServiceTopologyKeepsThisNodesOrPoolsEndpoints(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
+	// Nodes of the pool are labelled (no NodePool API here: the hub falls back to the label, which
+	// needs nodes list/watch for the node group — what OpenYurt grants for nodepools).
+	bindNodes(t, "e2e-node-lister", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}})
+	for _, n := range []string{harness.NodeName, "edge-2", "cloud-1"} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if _, err := cluster.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if n != "cloud-1" {
+			patch := []byte(`{"metadata":{"labels":{"apps.openyurt.io/nodepool":"pool-a"}}}`)
+			if _, err := cluster.Admin.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ns := "topology"
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name, key string) {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(80)}}}}
+		if key != "" {
+			svc.Annotations = map[string]string{"openyurt.io/topologyKeys": key}
+		}
+		if _, err := cluster.Admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4}
+		for i, n := range []string{harness.NodeName, "edge-2", "cloud-1"} {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.9.0.%d", i+1)}, NodeName: ptr(n)})
+		}
+		if _, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	mk("by-host", "kubernetes.io/hostname")
+	mk("by-pool", "openyurt.io/nodepool")
+	mk("plain", "")
+
+	h := startHub(t, "--nodepool-name=pool-a")
+	proxy := h.Client(kubeProxyUA, true)
+	counts := func() (map[string]int, string, error) {
+		l, err := proxy.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, "", err
+		}
+		out := map[string]int{}
+		for _, s := range l.Items {
+			out[s.Labels[discoveryv1.LabelServiceName]] = len(s.Endpoints)
+		}
+		return out, l.ResourceVersion, nil
+	}
+	var rv string
+	eventually(t, 15*time.Second, "endpoints filtered by topology", func() error {
+		c, r, err := counts()
+		if err != nil {
+			return err
+		}
+		rv = r
+		if c["by-host"] != 1 || c["by-pool"] != 2 || c["plain"] != 3 {
+			return fmt.Errorf("endpoints per service %v", c)
+		}
+		return nil
+	})
+
+	// Changing the annotation re-filters: the open watch ends, the re-list is right.
+	w, err := proxy.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	patch := []byte(`{"metadata":{"annotations":{"openyurt.io/topologyKeys":"openyurt.io/nodepool"}}}`)
+	if _, err := cluster.Admin.CoreV1().Services(ns).Patch(ctx, "by-host", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for open := true; open; {
+		select {
+		case _, open = <-w.ResultChan():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the filtered watch did not end when the service's topology changed")
+		}
+	}
+	if c, _, err := counts(); err != nil || c["by-host"] != 2 {
+		t.Fatalf("after the annotation change: %v %v", c, err)
+	}
+}
