@@ -63,7 +63,7 @@ func listBody(t *testing.T, rv string, pods ...*corev1.Pod) []byte {
 }
 
 func newManager(s *Store) *Manager {
-	return &Manager{Policy: Policy{Agents: DefaultAgents}, Store: s, Writer: NewWriter(s, 0, nil)}
+	return &Manager{Policy: Policy{Agents: strings.Split(DefaultAgents, ",")}, Store: s, Writer: NewWriter(s, 0, nil)}
 }
 
 // respond tees body through the manager as the response to method+url from component, reading it
@@ -209,7 +209,7 @@ func TestWatchEventsApplyAndCoalesce(t *testing.T) {
 }
 
 func TestPolicy(t *testing.T) {
-	p := Policy{Agents: DefaultAgents, Excluded: []string{"calico-node"}}
+	p := Policy{Agents: strings.Split(DefaultAgents, ","), Excluded: []string{"calico-node"}}
 	for url, want := range map[string]bool{
 		"kubelet GET /api/v1/pods":                                             true,
 		"kubelet GET /api/v1/namespaces/a/secrets/s":                           true,

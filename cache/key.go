@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -116,9 +117,8 @@ func unescape(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] == '%' && i+2 < len(s) {
-			var c byte
-			if _, err := fmt.Sscanf(s[i+1:i+3], "%02X", &c); err == nil {
-				b.WriteByte(c)
+			if c, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(c))
 				i += 2
 				continue
 			}

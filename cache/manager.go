@@ -9,8 +9,8 @@ import (
 )
 
 // DefaultAgents are the components whose reads are cached by default (YurtHub's list, and the
-// hub's own requests).
-var DefaultAgents = []string{"kubelet", "kube-proxy", "flanneld", "coredns", "raven-agent-ds", "yurt-node-servant", "nodehub"}
+// hub's own requests), comma separated as --cache-agents takes them.
+const DefaultAgents = "kubelet,kube-proxy,flanneld,coredns,raven-agent-ds,yurt-node-servant,nodehub"
 
 // neverCached are resources whose answers are per-request decisions or credentials, not state.
 var neverCached = map[string]bool{

@@ -28,8 +28,6 @@ type hubMetrics struct {
 	filterActions *metrics.CounterVec
 }
 
-var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
-
 func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 	m := &hubMetrics{
 		reg:           reg,
@@ -37,7 +35,8 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		upstreamReqs:  reg.NewCounter("nodehub_upstream_requests_total", "Requests sent to each cloud server, by result (ok: an HTTP answer came back; error: it did not).", "server", "result"),
 		inflightGauge: reg.NewGauge("nodehub_inflight_requests", "Requests being served on the proxy port."),
 		requests:      reg.NewCounter("nodehub_requests_total", "Requests served on the proxy port.", "verb", "resource", "component", "code"),
-		latency:       reg.NewHistogram("nodehub_request_duration_seconds", "Time to serve a request on the proxy port (watches and upgrades excluded).", latencyBuckets, "verb", "resource", "component"),
+		latency: reg.NewHistogram("nodehub_request_duration_seconds", "Time to serve a request on the proxy port (watches and upgrades excluded).",
+			[]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}, "verb", "resource", "component"),
 		cloudBytes:    reg.NewCounter("nodehub_cloud_received_bytes_total", "Response body bytes received from the cloud.", "component", "resource"),
 		leaseRenewals: reg.NewCounter("nodehub_node_lease_renewals_total", "Renewals of the node lease in the cloud by result.", "result"),
 		cacheDropped:  reg.NewCounter("nodehub_cache_dropped_total", "Response chunks not cached because the writer queues were full (the resource's lists are marked incomplete).", "resource"),

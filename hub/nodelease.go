@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehub/hub/remote"
@@ -42,9 +41,9 @@ type NodeLease struct {
 	now func() time.Time
 
 	mu          sync.Mutex
-	kubelet     *coordv1.Lease // what kubelet last sent: its spec is the truth
+	kubelet     *wire.Lease // what kubelet last sent: its spec is the truth
 	kubeletSeen time.Time
-	cloud       *coordv1.Lease // what the cloud last returned: its metadata is the truth
+	cloud       *wire.Lease // what the cloud last returned: its metadata is the truth
 	lastCode    int
 }
 
@@ -104,7 +103,7 @@ func (l *NodeLease) ServeHTTP(w http.ResponseWriter, r *http.Request, ri *wire.R
 }
 
 // viewLocked is what kubelet is shown: the cloud's object with kubelet's spec.
-func (l *NodeLease) viewLocked() *coordv1.Lease {
+func (l *NodeLease) viewLocked() *wire.Lease {
 	switch {
 	case l.cloud == nil && l.kubelet == nil:
 		return nil
@@ -117,7 +116,7 @@ func (l *NodeLease) viewLocked() *coordv1.Lease {
 	}
 	v := l.cloud.DeepCopy()
 	if l.kubelet != nil {
-		v.Spec = *l.kubelet.Spec.DeepCopy()
+		v.Spec = l.kubelet.Spec.DeepCopy()
 		if len(v.OwnerReferences) == 0 {
 			v.OwnerReferences = l.kubelet.OwnerReferences
 		}
@@ -154,7 +153,7 @@ func (l *NodeLease) Heartbeat(ctx context.Context, b *remote.Backend) error {
 	return l.renew(ctx, b, base, true)
 }
 
-func (l *NodeLease) renew(ctx context.Context, b *remote.Backend, base *coordv1.Lease, retry bool) error {
+func (l *NodeLease) renew(ctx context.Context, b *remote.Backend, base *wire.Lease, retry bool) error {
 	l.stamp(base)
 	code, _, err := l.do(ctx, b, http.MethodPut, l.NodeName, base)
 	if err != nil {
@@ -183,7 +182,7 @@ func (l *NodeLease) create(ctx context.Context, b *remote.Backend) error {
 	lease := l.viewLocked()
 	l.mu.Unlock()
 	if lease == nil {
-		lease = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.NodeName}}
+		lease = &wire.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.NodeName}}
 		sec := int32(defaultLeaseSec)
 		holder := l.NodeName
 		lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, &sec
@@ -200,7 +199,7 @@ func (l *NodeLease) create(ctx context.Context, b *remote.Backend) error {
 	return l.settle(code)
 }
 
-func (l *NodeLease) stamp(lease *coordv1.Lease) {
+func (l *NodeLease) stamp(lease *wire.Lease) {
 	now := metav1.NewMicroTime(l.now())
 	lease.Spec.RenewTime = &now
 	if lease.Spec.HolderIdentity == nil {
@@ -232,7 +231,7 @@ func (l *NodeLease) settle(code int) error {
 
 // do sends one JSON request for the lease through b with the node's identity and, on 2xx, records
 // the cloud's object.
-func (l *NodeLease) do(ctx context.Context, b *remote.Backend, method, name string, body *coordv1.Lease) (int, *coordv1.Lease, error) {
+func (l *NodeLease) do(ctx context.Context, b *remote.Backend, method, name string, body *wire.Lease) (int, *wire.Lease, error) {
 	path := "/apis/coordination.k8s.io/v1/namespaces/" + leaseNamespace + "/leases"
 	if name != "" {
 		path += "/" + name
@@ -267,7 +266,7 @@ func (l *NodeLease) do(ctx context.Context, b *remote.Backend, method, name stri
 	if resp.StatusCode/100 != 2 {
 		return resp.StatusCode, nil, nil
 	}
-	var cur coordv1.Lease
+	var cur wire.Lease
 	if err := json.Unmarshal(data, &cur); err != nil {
 		return resp.StatusCode, nil, fmt.Errorf("node lease: decode: %w", err)
 	}
@@ -299,7 +298,7 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-func readLease(r *http.Request, ri *wire.RequestInfo) (*coordv1.Lease, error) {
+func readLease(r *http.Request, ri *wire.RequestInfo) (*wire.Lease, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxLeaseBody+1))
 	if err != nil {
 		return nil, fmt.Errorf("read lease: %w", err)
@@ -307,7 +306,7 @@ func readLease(r *http.Request, ri *wire.RequestInfo) (*coordv1.Lease, error) {
 	if len(data) > maxLeaseBody {
 		return nil, fmt.Errorf("lease body larger than %d bytes", maxLeaseBody)
 	}
-	lease := &coordv1.Lease{}
+	lease := &wire.Lease{}
 	if ri.ContentType.IsProtobuf() {
 		if _, _, err := wire.DecodeProto(data, lease); err != nil {
 			return nil, err
@@ -321,7 +320,7 @@ func readLease(r *http.Request, ri *wire.RequestInfo) (*coordv1.Lease, error) {
 	return lease, nil
 }
 
-func writeLease(w http.ResponseWriter, accept wire.MediaType, code int, lease *coordv1.Lease) {
+func writeLease(w http.ResponseWriter, accept wire.MediaType, code int, lease *wire.Lease) {
 	lease.APIVersion, lease.Kind = leaseAPIVersion, "Lease"
 	var (
 		data []byte

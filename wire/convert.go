@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,7 +33,7 @@ var typedKinds = map[string]func() Typed{
 	"v1/PersistentVolume":               func() Typed { return &corev1.PersistentVolume{} },
 	"v1/PersistentVolumeClaim":          func() Typed { return &corev1.PersistentVolumeClaim{} },
 	"discovery.k8s.io/v1/EndpointSlice": func() Typed { return &discoveryv1.EndpointSlice{} },
-	"coordination.k8s.io/v1/Lease":      func() Typed { return &coordv1.Lease{} },
+	"coordination.k8s.io/v1/Lease":      func() Typed { return &Lease{} },
 }
 
 // ErrNotConvertible is returned for an object of a kind nodehub cannot decode.
