@@ -38,8 +38,9 @@ test: vet unit e2e ## everything CI runs
 demo: build controlplane ## a local real control plane, nodehub in front of it, kubectl through it
 	cd test/e2e && NODEHUB_BIN=$(CURDIR)/nodehub go run ./cmd/demo
 
-bench: controlplane ## figures: binary sizes, RSS, latency through the hub vs direct
+bench: controlplane ## figures: binary sizes, RSS, latency, offline, cache, filters
 	cd bench && go run .
+	go test -run '^$$' -bench . -benchmem ./filter ./cache
 
 clean:
 	rm -f nodehub build/arm/nodehub-arm64 build/arm/nodehub-armv7
