@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"nodehub/cache"
+	"nodehub/e2e/harness"
 	"nodehub/wire"
 )
 
@@ -33,7 +35,12 @@ func TestFiltersRewriteForTheEdge(t *testing.T) {
 	if _, err := cluster.Admin.CoreV1().Services(ns).Create(ctx, lb("lb-discard"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	h := startHub(t, "--master-service-host=169.254.2.1", "--proxy-secure-port=10268")
+	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Refuse()
+	h := startHubServers(t, relay.URL(), "--master-service-host=169.254.2.1", "--proxy-secure-port=10268")
 	kubelet := h.Client(kubeletUA, true)
 	proxy := h.Client(kubeProxyUA, false)
 
@@ -115,7 +122,7 @@ func TestFiltersRewriteForTheEdge(t *testing.T) {
 		t.Fatal("no event for the discarded service")
 	}
 
-	// The cache holds what the client received.
+	// The cache holds what the client received, and the offline proxy answers it.
 	eventually(t, 5*time.Second, "filtered object cached", func() error {
 		_, body, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/services.v1.core/default/kubernetes"))
 		if err != nil {
@@ -127,6 +134,20 @@ func TestFiltersRewriteForTheEdge(t *testing.T) {
 		}
 		if ip := obj.(*corev1.Service).Spec.ClusterIP; ip != "169.254.2.1" {
 			return errorf("cached ClusterIP %s", ip)
+		}
+		return nil
+	})
+	relay.Refuse()
+	eventually(t, 10*time.Second, "offline answer filtered", func() error {
+		svc, err := kubelet.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if svc.Spec.ClusterIP != "169.254.2.1" {
+			return errorf("offline ClusterIP %s", svc.Spec.ClusterIP)
+		}
+		if v, _ := h.Metric(`nodehub_offline_requests_total{verb="get"}`); v < 1 {
+			return errorf("not answered offline yet")
 		}
 		return nil
 	})

@@ -108,3 +108,58 @@ func TestServiceTopologyKeepsThisNodesOrPoolsEndpoints(t *testing.T) {
 		t.Fatalf("after the annotation change: %v %v", c, err)
 	}
 }
+
+// With OpenYurt's NodePool API installed, the pool's members come from the NodePool's status.
+func TestServiceTopologyFromNodePool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"nodepools.apps.openyurt.io"},
+"spec":{"group":"apps.openyurt.io","scope":"Cluster","names":{"plural":"nodepools","singular":"nodepool","kind":"NodePool","listKind":"NodePoolList"},
+"versions":[{"name":"v1beta2","served":true,"storage":true,"subresources":{"status":{}},"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+	err := cluster.Admin.RESTClient().Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").SetHeader("Content-Type", jsonMedia).Body([]byte(crd)).Do(ctx).Error()
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	bindNodes(t, "e2e-nodepool-reader", rbacv1.PolicyRule{APIGroups: []string{"apps.openyurt.io"}, Resources: []string{"nodepools"}, Verbs: []string{"get", "list", "watch"}})
+	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
+	np := `{"apiVersion":"apps.openyurt.io/v1beta2","kind":"NodePool","metadata":{"name":"pool-np"},"spec":{"type":"Edge"}}`
+	eventually(t, 20*time.Second, "NodePool created", func() error {
+		err := cluster.Admin.RESTClient().Post().AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools").SetHeader("Content-Type", jsonMedia).Body([]byte(np)).Do(ctx).Error()
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	status := `{"status":{"nodes":["` + harness.NodeName + `","cloud-1"]}}`
+	if err := cluster.Admin.RESTClient().Patch(types.MergePatchType).AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools/pool-np/status").Body([]byte(status)).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	ns := "topology-np"
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "np", Annotations: map[string]string{"openyurt.io/topologyKeys": "openyurt.io/nodepool"}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(80)}}}}
+	if _, err := cluster.Admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "np-x", Labels: map[string]string{discoveryv1.LabelServiceName: "np"}}, AddressType: discoveryv1.AddressTypeIPv4}
+	for i, n := range []string{harness.NodeName, "edge-2", "cloud-1"} {
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.8.0.%d", i+1)}, NodeName: ptr(n)})
+	}
+	if _, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	h := startHub(t, "--nodepool-name=pool-np")
+	proxy := h.Client(kubeProxyUA, true)
+	eventually(t, 15*time.Second, "pool from the NodePool's status", func() error {
+		l, err := proxy.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) != 1 || len(l.Items[0].Endpoints) != 2 || *l.Items[0].Endpoints[1].NodeName != "cloud-1" {
+			return fmt.Errorf("slices %+v", l.Items)
+		}
+		return nil
+	})
+}
