@@ -94,30 +94,40 @@ func BenchmarkFilterWatch1000Events(b *testing.B) {
 }
 
 // With no filter approving the request the hub does not touch the body at all (Set.For is nil):
-// the cost is the copy the proxy makes anyway. These two show it.
+// the cost over the copy the proxy makes anyway is the chain lookup. The copy here moves the bytes
+// through a 32 KiB buffer into a sink, as the proxy's copy to the client's socket does.
 func BenchmarkNoFilterList1000Slices(b *testing.B) {
 	list, _ := slices1000(b, true)
-	if benchChain(b, "some-agent") != nil {
-		b.Fatal("a chain for a component no filter serves")
-	}
-	b.Run("chain-lookup+copy", func(b *testing.B) {
-		s, _ := New(Config{Enabled: true, MasterServiceHost: "169.254.2.1", MasterServicePort: 10268})
-		ri, _ := wire.ParseURL("GET", mustURL("/apis/discovery.k8s.io/v1/endpointslices"))
-		ri.Component = "some-agent"
-		b.SetBytes(int64(len(list)))
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if s.For(ri) != nil {
-				b.Fatal("chain")
-			}
-			_, _ = io.Copy(io.Discard, bytes.NewReader(list))
+	s, _ := New(Config{Enabled: true, MasterServiceHost: "169.254.2.1", MasterServicePort: 10268})
+	ri, _ := wire.ParseURL("GET", mustURL("/apis/discovery.k8s.io/v1/endpointslices"))
+	ri.Component = "some-agent"
+	buf := make([]byte, 32<<10)
+	var sink sinkWriter
+	copyList := func() {
+		if _, err := io.CopyBuffer(&sink, readerOnly{bytes.NewReader(list)}, buf); err != nil {
+			b.Fatal(err)
 		}
-	})
+	}
 	b.Run("plain-copy", func(b *testing.B) {
 		b.SetBytes(int64(len(list)))
-		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			_, _ = io.Copy(io.Discard, bytes.NewReader(list))
+			copyList()
+		}
+	})
+	b.Run("chain-lookup+copy", func(b *testing.B) {
+		b.SetBytes(int64(len(list)))
+		for i := 0; i < b.N; i++ {
+			if s.For(ri) != nil {
+				b.Fatal("a chain for a component no filter serves")
+			}
+			copyList()
 		}
 	})
 }
+
+type readerOnly struct{ io.Reader }
+
+// sinkWriter copies what it is given into a socket-buffer-sized slice.
+type sinkWriter struct{ dst [32 << 10]byte }
+
+func (w *sinkWriter) Write(p []byte) (int, error) { return copy(w.dst[:], p), nil }

@@ -252,10 +252,16 @@ func (s *Set) For(ri *wire.RequestInfo) *Chain {
 	if ri.Verb != wire.VerbGet && ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch {
 		return nil
 	}
-	gvr := ri.GVR()
 	var c *Chain
+	gvr := ""
 	for _, f := range s.filters {
-		if !s.components[f.Name()][ri.Component] || !contains(f.Resources(), gvr) {
+		if !s.components[f.Name()][ri.Component] {
+			continue // the cheap test first: most requests come from components no filter serves
+		}
+		if gvr == "" {
+			gvr = ri.GVR()
+		}
+		if !contains(f.Resources(), gvr) {
 			continue
 		}
 		if c == nil {
