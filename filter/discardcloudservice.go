@@ -8,6 +8,10 @@ func (*discardCloudService) Name() string         { return "discardcloudservice"
 func (*discardCloudService) Resources() []string  { return []string{"v1/services"} }
 func (*discardCloudService) Components() []string { return []string{"kube-proxy"} }
 
+func (*discardCloudService) Wants(raw []byte) bool {
+	return mentions(raw, "svc.openyurt.io/discard") || mentions(raw, "x-tunnel-server-internal-svc")
+}
+
 func (*discardCloudService) Filter(o *Object) (Verdict, error) {
 	if o.Is("kube-system", "x-tunnel-server-internal-svc") {
 		return Drop, nil

@@ -35,6 +35,9 @@ type Filter interface {
 	Resources() []string
 	// Components are the clients it serves by default.
 	Components() []string
+	// Wants is a cheap look at the raw bytes: false when the filter surely leaves the object as it
+	// is (most objects), so the chain does not even read its metadata.
+	Wants(raw []byte) bool
 	// Filter decides about one object; it may change obj.Typed() and say Changed.
 	Filter(obj *Object) (Verdict, error)
 }
@@ -88,7 +91,9 @@ func (o *Object) Is(namespace, name string) bool {
 }
 
 // Mentions reports whether the raw bytes contain s (a cheap test before decoding).
-func (o *Object) Mentions(s string) bool { return bytes.Contains(o.Raw, []byte(s)) }
+func (o *Object) Mentions(s string) bool { return mentions(o.Raw, s) }
+
+func mentions(raw []byte, s string) bool { return bytes.Contains(raw, []byte(s)) }
 
 // Chain is the filters that apply to one request, in order.
 type Chain struct {
@@ -122,6 +127,13 @@ func (c *Chain) Names() []string {
 // filter changed it, Changed and the object re-encoded in the same format when one did, or Drop.
 // A filter's error leaves the object as the cloud sent it.
 func (c *Chain) Apply(raw []byte) ([]byte, Verdict) {
+	wanted := false
+	for _, f := range c.filters {
+		wanted = wanted || f.Wants(raw)
+	}
+	if !wanted {
+		return raw, Keep
+	}
 	obj, err := NewObject(raw, c.resource)
 	if err != nil {
 		c.errorf("meta")

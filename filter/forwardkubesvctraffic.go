@@ -17,6 +17,12 @@ func (*forwardKubeSvcTraffic) Resources() []string {
 }
 func (*forwardKubeSvcTraffic) Components() []string { return []string{"kube-proxy"} }
 
+// Wants looks for the label kubernetes.io/service-name=kubernetes: as JSON, or as the protobuf
+// map entry's value (field 2 of length 10).
+func (*forwardKubeSvcTraffic) Wants(raw []byte) bool {
+	return mentions(raw, `"kubernetes.io/service-name":"kubernetes"`) || mentions(raw, "\x12\x0akubernetes")
+}
+
 func (f *forwardKubeSvcTraffic) Filter(o *Object) (Verdict, error) {
 	if o.Meta.Namespace != "default" || o.Meta.Labels[discoveryv1.LabelServiceName] != "kubernetes" || f.host == "" {
 		return Keep, nil

@@ -15,6 +15,8 @@ func (*inClusterConfig) Name() string         { return "inclusterconfig" }
 func (*inClusterConfig) Resources() []string  { return []string{"v1/configmaps"} }
 func (*inClusterConfig) Components() []string { return []string{"kubelet"} }
 
+func (*inClusterConfig) Wants(raw []byte) bool { return mentions(raw, "kubeconfig:") }
+
 func (*inClusterConfig) Filter(o *Object) (Verdict, error) {
 	if !o.Is("kube-system", "kube-proxy") || !o.Mentions("kubeconfig:") {
 		return Keep, nil

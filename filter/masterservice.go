@@ -16,6 +16,12 @@ func (*masterService) Name() string         { return "masterservice" }
 func (*masterService) Resources() []string  { return []string{"v1/services"} }
 func (*masterService) Components() []string { return []string{"kubelet"} }
 
+// Wants looks for the name "kubernetes": `"name":"kubernetes"` in JSON, field 1 of length 10 in
+// protobuf.
+func (*masterService) Wants(raw []byte) bool {
+	return mentions(raw, `"name":"kubernetes"`) || mentions(raw, "\x0a\x0akubernetes")
+}
+
 func (f *masterService) Filter(o *Object) (Verdict, error) {
 	if !o.Is("default", "kubernetes") || f.host == "" {
 		return Keep, nil

@@ -13,6 +13,10 @@ func (*nodePortIsolation) Components() []string { return []string{"kube-proxy"} 
 
 const listenAnnotation = "nodeport.openyurt.io/listen"
 
+func (f *nodePortIsolation) Wants(raw []byte) bool {
+	return f.pool != "" && mentions(raw, listenAnnotation)
+}
+
 func (f *nodePortIsolation) Filter(o *Object) (Verdict, error) {
 	if t := o.Meta.Fields["spec.type"]; t != "NodePort" && t != "LoadBalancer" {
 		return Keep, nil

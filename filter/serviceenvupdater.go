@@ -17,6 +17,10 @@ func (*serviceEnvUpdater) Name() string         { return "serviceenvupdater" }
 func (*serviceEnvUpdater) Resources() []string  { return []string{"v1/pods"} }
 func (*serviceEnvUpdater) Components() []string { return []string{"kubelet"} }
 
+func (f *serviceEnvUpdater) Wants(raw []byte) bool {
+	return f.host != "" && mentions(raw, "KUBERNETES_SERVICE_")
+}
+
 func (f *serviceEnvUpdater) Filter(o *Object) (Verdict, error) {
 	if f.host == "" || !o.Mentions("KUBERNETES_SERVICE_HOST") && !o.Mentions("KUBERNETES_SERVICE_PORT") {
 		return Keep, nil // the cheap test: most pods name neither

@@ -57,6 +57,13 @@ func (f *serviceTopology) keep(ns, svc string) func(node string) bool {
 	return nil
 }
 
+// Wants is true while any service has a topology key: which slice belongs to which service needs
+// the slice's metadata.
+func (f *serviceTopology) Wants([]byte) bool {
+	t, ok := f.topo.(interface{ Any() bool })
+	return f.topo != nil && (!ok || t.Any())
+}
+
 func (f *serviceTopology) Filter(o *Object) (Verdict, error) {
 	svc := o.Meta.Labels[discoveryv1.LabelServiceName]
 	if o.Meta.Kind == "Endpoints" {

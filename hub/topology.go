@@ -40,6 +40,13 @@ func (t *topology) TopologyKey(ns, svc string) string {
 	return t.keys[ns+"/"+svc]
 }
 
+// Any reports whether any service has a topology key (else servicetopology has nothing to do).
+func (t *topology) Any() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.keys) > 0
+}
+
 // PoolNodes implements filter.Topology.
 func (t *topology) PoolNodes() map[string]bool {
 	t.mu.RLock()
