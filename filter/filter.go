@@ -127,11 +127,7 @@ func (c *Chain) Names() []string {
 // filter changed it, Changed and the object re-encoded in the same format when one did, or Drop.
 // A filter's error leaves the object as the cloud sent it.
 func (c *Chain) Apply(raw []byte) ([]byte, Verdict) {
-	wanted := false
-	for _, f := range c.filters {
-		wanted = wanted || f.Wants(raw)
-	}
-	if !wanted {
+	if !c.wants(raw) {
 		return raw, Keep
 	}
 	obj, err := NewObject(raw, c.resource)

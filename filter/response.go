@@ -16,6 +16,9 @@ var ErrDropped = errors.New("filter: object removed for this client")
 // one did, a list is joined again from its items (those no filter touched go in as the bytes the
 // cloud sent).
 func (c *Chain) Body(body []byte, media wire.MediaType, list bool) ([]byte, error) {
+	if !c.wants(body) {
+		return body, nil // no filter could touch any of it: not even split
+	}
 	if !list {
 		out, v := c.Apply(bytes.TrimSpace(body))
 		switch v {
@@ -56,6 +59,15 @@ func (c *Chain) Body(body []byte, media wire.MediaType, list bool) ([]byte, erro
 		}
 	}
 	return b.BytesContinue(meta.ResourceVersion, meta.Continue)
+}
+
+func (c *Chain) wants(raw []byte) bool {
+	for _, f := range c.filters {
+		if f.Wants(raw) {
+			return true
+		}
+	}
+	return false
 }
 
 // Watch filters a watch stream as it flows: an event whose object a filter changed is sent

@@ -45,7 +45,11 @@ func (s *Server) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Re
 		}
 		rd = zr
 	}
-	body, err := io.ReadAll(io.LimitReader(rd, maxFilteredBody))
+	size := resp.ContentLength
+	if gz {
+		size = -1 // the length is the compressed one
+	}
+	body, err := readBody(rd, size)
 	resp.Body.Close()
 	if err != nil {
 		resp.Body = io.NopCloser(errReader{err})
@@ -71,3 +75,13 @@ func (s *Server) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Re
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// readBody reads a response body whole, sized up front when its length is known.
+func readBody(rd io.Reader, n int64) ([]byte, error) {
+	if n > 0 && n <= maxFilteredBody {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(rd, buf)
+		return buf, err
+	}
+	return io.ReadAll(io.LimitReader(rd, maxFilteredBody))
+}
