@@ -20,11 +20,13 @@ import (
 // the hub's own proxy port, as any client would, so they are cached and answered from the cache
 // offline. Memory holds only the annotated services and the pool's node names.
 type topology struct {
-	mu     sync.RWMutex
-	keys   map[string]string // namespace/name → topology key
-	pool   map[string]bool
-	period context.Context // ends at the next change: filtered watches end so clients re-list
-	end    context.CancelFunc
+	mu   sync.RWMutex
+	keys map[string]string // namespace/name → topology key
+	pool map[string]bool
+	// fromNodePool is set once the pool came from a NodePool object.
+	fromNodePool bool
+	period       context.Context // ends at the next change: filtered watches end so clients re-list
+	end          context.CancelFunc
 }
 
 func newTopology() *topology {
@@ -81,9 +83,15 @@ func (t *topology) setService(ns, name, key string) {
 	t.bumpLocked()
 }
 
-func (t *topology) setPool(nodes map[string]bool) {
+// setPoolFrom records the pool's nodes from the NodePool (fromNodePool) or from node labels;
+// once a NodePool was seen, labels no longer count.
+func (t *topology) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !fromNodePool && t.fromNodePool {
+		return
+	}
+	t.fromNodePool = t.fromNodePool || fromNodePool
 	if fmt.Sprint(nodes) == fmt.Sprint(t.pool) {
 		return
 	}
@@ -124,46 +132,47 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 	if pool == "" {
 		return // no pool: nodepool keys keep this node's endpoints only
 	}
+	// Both sources run: OpenYurt's NodePool (status.nodes) when that API exists, else the nodes
+	// labelled with the pool. The NodePool wins once it has been seen.
+	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
+	go s.informer(ctx, proxy, poolPath, "nodepools", func(items [][]byte) {
+		if len(items) > 0 {
+			t.setPoolFrom(true, poolNodes(items[0]))
+		}
+	}, func(ev wire.WatchEvent) {
+		if ev.Type == wire.EventAdded || ev.Type == wire.EventModified {
+			t.setPoolFrom(true, poolNodes(ev.Object))
+		}
+	})
 	nodes := map[string]bool{}
 	var mu sync.Mutex
-	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
-	if s.getOK(ctx, proxy, poolPath) {
-		go s.informer(ctx, proxy, poolPath, "nodepools", func(items [][]byte) {
-			if len(items) > 0 {
-				t.setPool(poolNodes(items[0]))
-			}
-		}, func(ev wire.WatchEvent) {
-			if ev.Type != wire.EventDeleted {
-				t.setPool(poolNodes(ev.Object))
-			}
-		})
-		return
-	}
-	// No NodePool API: the pool is the nodes labelled with it.
 	nodePath := "/api/v1/nodes?labelSelector=" + url.QueryEscape("apps.openyurt.io/nodepool="+pool)
 	go s.informer(ctx, proxy, nodePath, "nodes", func(items [][]byte) {
 		mu.Lock()
+		defer mu.Unlock()
 		nodes = map[string]bool{}
 		for _, it := range items {
 			if m, err := wire.ExtractMeta(it, "nodes"); err == nil {
 				nodes[m.Name] = true
 			}
 		}
-		t.setPool(clone(nodes))
-		mu.Unlock()
+		t.setPoolFrom(false, clone(nodes))
 	}, func(ev wire.WatchEvent) {
 		m, err := wire.ExtractMeta(ev.Object, "nodes")
 		if err != nil {
 			return
 		}
 		mu.Lock()
-		if ev.Type == wire.EventDeleted {
+		defer mu.Unlock()
+		switch ev.Type {
+		case wire.EventDeleted:
 			delete(nodes, m.Name)
-		} else if ev.Type != wire.EventBookmark {
+		case wire.EventAdded, wire.EventModified:
 			nodes[m.Name] = true
+		default:
+			return
 		}
-		t.setPool(clone(nodes))
-		mu.Unlock()
+		t.setPoolFrom(false, clone(nodes))
 	})
 }
 
@@ -206,17 +215,6 @@ func poolNodes(raw []byte) map[string]bool {
 		out[n] = true
 	}
 	return out
-}
-
-// getOK reports whether a GET through the proxy answers 200.
-func (s *Server) getOK(ctx context.Context, proxy, path string) bool {
-	resp, err := s.selfGet(ctx, proxy, path)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
 }
 
 func (s *Server) selfGet(ctx context.Context, proxy, path string) (*http.Response, error) {
