@@ -32,13 +32,8 @@ func (p *Proxy) get(w http.ResponseWriter, req *Request) {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: none of the accepted media types can be served offline")
 		return
 	}
-	it, _, err := p.lookup(req)
-	if errors.Is(err, cache.ErrNotFound) {
-		p.notFound(w, req)
-		return
-	}
-	if err != nil {
-		p.status(w, req, http.StatusInternalServerError, err.Error())
+	it, _, ok := p.lookupOrAnswer(w, req)
+	if !ok {
 		return
 	}
 	if f.meta {
@@ -93,6 +88,44 @@ func (p *Proxy) readList(req *Request) (*listed, error) {
 	return nil, nil
 }
 
+// lookupOrAnswer finds the request's object, or answers 404 (or the error) and says false.
+func (p *Proxy) lookupOrAnswer(w http.ResponseWriter, req *Request) (cache.Item, string, bool) {
+	it, owner, err := p.lookup(req)
+	if err == nil {
+		return it, owner, true
+	}
+	if errors.Is(err, cache.ErrNotFound) {
+		p.notFound(w, req)
+	} else {
+		p.status(w, req, http.StatusInternalServerError, err.Error())
+	}
+	return it, "", false
+}
+
+// listOrAnswer reads the request's list, or answers 404 (or the error) and says false.
+func (p *Proxy) listOrAnswer(w http.ResponseWriter, req *Request) (*listed, bool) {
+	l, err := p.readList(req)
+	if err == nil && l != nil {
+		return l, true
+	}
+	p.answerError(w, req, err, http.StatusInternalServerError)
+	return nil, false
+}
+
+// answerError answers a statusError with its own code, any other error with code, and no error
+// (nothing found) with 404.
+func (p *Proxy) answerError(w http.ResponseWriter, req *Request, err error, code int) {
+	var se *statusError
+	switch {
+	case errors.As(err, &se):
+		p.status(w, req, se.code, se.msg)
+	case err != nil:
+		p.status(w, req, code, "nodehub: "+err.Error())
+	default:
+		p.notFound(w, req)
+	}
+}
+
 type statusError struct {
 	code int
 	msg  string
@@ -107,17 +140,8 @@ func (p *Proxy) list(w http.ResponseWriter, req *Request) {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: none of the accepted media types can be served offline")
 		return
 	}
-	l, err := p.readList(req)
-	var se *statusError
-	switch {
-	case errors.As(err, &se):
-		p.status(w, req, se.code, se.msg)
-		return
-	case err != nil:
-		p.status(w, req, http.StatusInternalServerError, err.Error())
-		return
-	case l == nil:
-		p.notFound(w, req)
+	l, ok := p.listOrAnswer(w, req)
+	if !ok {
 		return
 	}
 	// An empty pod list makes kubelet kill the node's pods: never invent one where the cloud had pods.

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -14,21 +13,12 @@ import (
 // timeoutSeconds, or the client leaves.
 func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	ri := req.Info
-	f, ok := choose(req.Accept)
-	if !ok || f.meta {
-		f = format{protobuf: ok && f.protobuf}
+	f, accepted := choose(req.Accept)
+	if !accepted || f.meta {
+		f = format{protobuf: accepted && f.protobuf}
 	}
-	l, err := p.readList(req)
-	var se *statusError
-	switch {
-	case errors.As(err, &se):
-		p.status(w, req, se.code, se.msg)
-		return
-	case err != nil:
-		p.status(w, req, http.StatusInternalServerError, err.Error())
-		return
-	case l == nil:
-		p.notFound(w, req)
+	l, ok := p.listOrAnswer(w, req)
+	if !ok {
 		return
 	}
 	av, kind := "", ""

@@ -70,13 +70,8 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.unavailable(w, req)
 		return
 	}
-	it, owner, err := p.lookup(req)
-	if errors.Is(err, cache.ErrNotFound) {
-		p.notFound(w, req)
-		return
-	}
-	if err != nil {
-		p.status(w, req, http.StatusInternalServerError, err.Error())
+	it, owner, ok := p.lookupOrAnswer(w, req)
+	if !ok {
 		return
 	}
 	if ri.Resource == "pods" && it.Header.Fields["spec.nodeName"] != p.NodeName {
@@ -94,13 +89,8 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 	} else {
 		result, err = applyPatch(it.Body, body, r.Header.Get("Content-Type"))
 	}
-	var se *statusError
-	switch {
-	case errors.As(err, &se):
-		p.status(w, req, se.code, se.msg)
-		return
-	case err != nil:
-		p.status(w, req, http.StatusUnprocessableEntity, "nodehub: "+err.Error())
+	if err != nil {
+		p.answerError(w, req, err, http.StatusUnprocessableEntity)
 		return
 	}
 	m, err := wire.ExtractMeta(result, ri.Resource)
