@@ -188,9 +188,9 @@ func (w *Writer) run(q *queue) {
 }
 
 // giveBackMemory returns the heap a large burst (a big list) grew to the operating system, at
-// most every 10 s: on a 256 MB gateway the memory belongs to the node's pods more than to the hub.
+// most every 2 s: on a 256 MB gateway the memory belongs to the node's pods more than to the hub.
 func (w *Writer) giveBackMemory() {
-	const burst, every = 1 << 20, 10 * time.Second
+	const burst, every = 1 << 20, 2 * time.Second
 	now := time.Now().UnixNano()
 	last := w.released.Load()
 	if w.processed.Load() < burst || now-last < int64(every) || !w.released.CompareAndSwap(last, now) {
