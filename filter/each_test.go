@@ -36,11 +36,15 @@ func TestEachFilterOnObjectsListsAndWatchesInBothFormats(t *testing.T) {
 			&discoveryv1.EndpointSlice{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
 				ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
 				AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}, Ports: []discoveryv1.EndpointPort{{Name: &name, Port: &port}}},
-			func(o wire.Typed) bool { return o.(*discoveryv1.EndpointSlice).Endpoints[0].Addresses[0] == "169.254.2.1" }},
+			func(o wire.Typed) bool {
+				return o.(*discoveryv1.EndpointSlice).Endpoints[0].Addresses[0] == "169.254.2.1"
+			}},
 		{"inclusterconfig", "kubelet", "/api/v1/configmaps", "ConfigMapList",
 			&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-proxy"},
 				Data: map[string]string{"config.conf": "clientConnection:\n  kubeconfig: /x\n"}},
-			func(o wire.Typed) bool { return o.(*corev1.ConfigMap).Data["config.conf"] == "clientConnection:\n  #kubeconfig: /x\n" }},
+			func(o wire.Typed) bool {
+				return o.(*corev1.ConfigMap).Data["config.conf"] == "clientConnection:\n  #kubeconfig: /x\n"
+			}},
 		{"serviceenvupdater", "kubelet", "/api/v1/pods", "PodList",
 			&corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p"},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "x"}}}}}},
