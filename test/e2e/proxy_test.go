@@ -123,24 +123,8 @@ func TestBearerTokenKeepsItsOwnIdentity(t *testing.T) {
 	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}
-	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}}}
-	if _, err := cluster.Admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cm-reader"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}
-	if _, err := cluster.Admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	tok, err := cluster.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "reader", &authnv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	withToken := kubernetes.NewForConfigOrDie(&rest.Config{Host: h.ProxyURL, BearerToken: tok.Status.Token, UserAgent: "e2e-pod/1"})
+	token := serviceAccountToken(t, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}})
+	withToken := kubernetes.NewForConfigOrDie(&rest.Config{Host: h.ProxyURL, BearerToken: token, UserAgent: "e2e-pod/1"})
 	noCreds := h.Client("e2e-node/1", false)
 
 	who := func(cl *kubernetes.Clientset) string {
@@ -171,4 +155,27 @@ func TestBearerTokenKeepsItsOwnIdentity(t *testing.T) {
 	if _, err := bad.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{}); !apierrors.IsUnauthorized(err) {
 		t.Fatalf("bad token: want 401, got %v", err)
 	}
+}
+
+// serviceAccountToken makes a ServiceAccount in ns allowed the rules there and returns a token of it.
+func serviceAccountToken(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	if _, err := cluster.Admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
+	if _, err := cluster.Admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tok, err := cluster.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Status.Token
 }

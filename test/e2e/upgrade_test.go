@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,25 +70,9 @@ func TestExecUpgradePassesThrough(t *testing.T) {
 	if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, "p"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "ops"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "exec"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create", "get"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
-	}}
-	if _, err := cluster.Admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "exec"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "exec"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ops", Namespace: ns}}}
-	if _, err := cluster.Admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	tok, err := cluster.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "ops", &authnv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := serviceAccountToken(t, ns, "ops",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create", "get"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}})
 
 	h := startHub(t)
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(h.ProxyURL, "http://"), 2*time.Second)
@@ -100,7 +83,7 @@ func TestExecUpgradePassesThrough(t *testing.T) {
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	fmt.Fprintf(conn, "POST /api/v1/namespaces/%s/pods/p/exec?command=sh&container=c&stdin=true&stdout=true HTTP/1.1\r\n"+
 		"Host: hub\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"+
-		"X-Stream-Protocol-Version: v4.channel.k8s.io\r\nUser-Agent: kubectl/v1.34.4\r\nContent-Length: 0\r\n\r\n", ns, tok.Status.Token)
+		"X-Stream-Protocol-Version: v4.channel.k8s.io\r\nUser-Agent: kubectl/v1.34.4\r\nContent-Length: 0\r\n\r\n", ns, token)
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
