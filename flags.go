@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/certs"
@@ -51,6 +53,8 @@ type options struct {
 	workingMode       string
 	masterHost        string
 	proxySecurePort   int
+	maxInFlight       int
+	memoryLimit       string
 	profiling         bool
 	version           bool
 
@@ -62,7 +66,7 @@ type options struct {
 // with a warning. The value says whether the flag is boolean.
 var notYet = map[string]bool{
 	"namespace": false, "hub-cert-organizations": false,
-	"max-requests-in-flight": false, "join-token": false,
+	"join-token":     false,
 	"bootstrap-file": false, "enable-dummy-if": true, "enable-iptables": true,
 	"dummy-if-ip": false, "dummy-if-name": false, "enable-node-pool": true,
 	"min-request-timeout": false, "discovery-token-ca-cert-hash": false,
@@ -137,6 +141,8 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.StringVar(&o.workingMode, "working-mode", "edge", "edge or cloud")
 	fs.StringVar(&o.masterHost, "master-service-host", "169.254.2.1", "the hub's secure address, as filters give it to pods")
 	fs.IntVar(&o.proxySecurePort, "proxy-secure-port", 10268, "the hub's HTTPS port for pods")
+	fs.IntVar(&o.maxInFlight, "max-requests-in-flight", 250, "proxied requests served at once (watches and exec not counted); beyond it 429; 0: no limit")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the Go runtime's soft memory limit (e.g. 64Mi); empty: none")
 	fs.IntVar(&o.maxProcs, "max-procs", 1, "cores the hub runs on (GOMAXPROCS)")
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
@@ -228,6 +234,15 @@ func (o *options) validate() error {
 	if _, err := filter.New(o.filterConfig()); err != nil {
 		return fmt.Errorf("--disabled-resource-filters/--filter-components: %v", err)
 	}
+	if o.maxInFlight < 0 {
+		return fmt.Errorf("--max-requests-in-flight: %d must not be negative", o.maxInFlight)
+	}
+	if o.memoryLimit != "" {
+		q, err := resource.ParseQuantity(o.memoryLimit)
+		if err != nil || q.Value() < 8<<20 {
+			return fmt.Errorf("--memory-limit: %q is not a size of at least 8Mi", o.memoryLimit)
+		}
+	}
 	if o.maxProcs < 1 {
 		return fmt.Errorf("--max-procs: %d must be at least 1", o.maxProcs)
 	}
@@ -251,6 +266,15 @@ func (o *options) servers() []string { return splitList(o.serverAddr) }
 // cachePolicy is what --cache-agents and --no-cache-agents say.
 func (o *options) cachePolicy() cache.Policy {
 	return cache.Policy{Agents: splitList(o.cacheAgents), Excluded: splitList(o.noCacheAgents)}
+}
+
+// memoryLimitBytes is --memory-limit in bytes (0 when unset).
+func (o *options) memoryLimitBytes() int64 {
+	if o.memoryLimit == "" {
+		return 0
+	}
+	q, _ := resource.ParseQuantity(o.memoryLimit)
+	return q.Value()
 }
 
 // filterConfig is what the filter flags say.

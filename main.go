@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -43,6 +44,9 @@ func run(args []string) int {
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(min(o.maxProcs, runtime.NumCPU()))
+	}
+	if n := o.memoryLimitBytes(); n > 0 {
+		debug.SetMemoryLimit(n)
 	}
 	level := slog.LevelInfo
 	if o.verbosity >= 4 {
@@ -77,14 +81,27 @@ func run(args []string) int {
 		CacheSyncInterval:  o.cacheSync,
 		GCFrequency:        time.Duration(o.gcFrequency) * time.Minute,
 		Filters:            o.filterConfig(),
+		MaxInFlight:        o.maxInFlight,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodehub:", err)
 		return 1
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	// The first SIGTERM or SIGINT stops gracefully (in-flight requests end, the cache is flushed and
+	// synced, within 10 s); a second one exits at once.
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sigs
+		log.Info("stopping")
+		stop()
+		<-sigs
+		log.Warn("second signal: exiting at once")
+		os.Exit(1)
+	}()
 	log.Info("nodehub starting", "version", version, "node", o.nodeName, "servers", o.serverAddr, "lb", o.lbMode)
 	if err := srv.Run(ctx); err != nil {
 		log.Error("nodehub stopped", "err", err)

@@ -153,7 +153,7 @@ func (w *Writer) run(q *queue) {
 			}
 			q.mu.Unlock()
 			wait := time.Until(b.due)
-			if wait <= 0 {
+			if wait <= 0 || w.isClosed() {
 				b.flush()
 				continue
 			}
@@ -181,7 +181,7 @@ func (w *Writer) run(q *queue) {
 				b.flush() // a large list is written as it streams, not held whole
 			}
 		}
-		if w.Delay <= 0 || !b.due.IsZero() && !time.Now().Before(b.due) {
+		if w.Delay <= 0 || !b.due.IsZero() && !time.Now().Before(b.due) || w.isClosed() {
 			b.flush()
 		}
 	}
@@ -238,10 +238,23 @@ func (w *Writer) idle() bool {
 	return true
 }
 
-// Close stops taking new data and waits for the queues to drain.
+// Close stops taking new data, writes what waits (without waiting out Delay) and returns when
+// everything is on disk or ctx ends.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	w.closed = true
+	for _, q := range w.queues {
+		select {
+		case q.kick <- struct{}{}:
+		default:
+		}
+	}
 	w.mu.Unlock()
 	return w.Flush(ctx)
+}
+
+func (w *Writer) isClosed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
 }

@@ -26,6 +26,7 @@ type hubMetrics struct {
 	offline       *metrics.CounterVec
 	filterErrors  *metrics.CounterVec
 	filterActions *metrics.CounterVec
+	throttled     *metrics.CounterVec
 }
 
 func newHubMetrics(reg *metrics.Registry) *hubMetrics {
@@ -44,6 +45,7 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		offline:       reg.NewCounter("nodehub_offline_requests_total", "Requests answered by the local (offline) proxy, by verb.", "verb"),
 		filterErrors:  reg.NewCounter("nodehub_filter_errors_total", "Objects a filter failed on (passed on unchanged), by filter.", "filter"),
 		filterActions: reg.NewCounter("nodehub_filter_objects_total", "Objects filters changed or removed, by filter and action.", "filter", "action"),
+		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served."),
 	}
 	m.inflightGauge.Set(0)
 	return m

@@ -45,6 +45,16 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		s.metrics.request(ri, rec.code(), time.Since(start))
 	}()
 
+	if max := int64(s.cfg.MaxInFlight); max > 0 && ri.Verb != wire.VerbWatch && r.Header.Get("Upgrade") == "" {
+		n := s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		if n > max {
+			s.metrics.throttled.Inc()
+			rec.Header().Set("Retry-After", "1")
+			wire.WriteStatus(rec, ri.Accept, http.StatusTooManyRequests, "nodehub: too many requests in flight; try again")
+			return
+		}
+	}
 	id := identityOf(r)
 	if id == remote.Node && s.lease.Owns(ri) {
 		s.lease.ServeHTTP(rec, r, ri)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"nodehub/cache"
@@ -51,6 +52,9 @@ type Config struct {
 	GCFrequency time.Duration
 	// Filters configures the response filters.
 	Filters filter.Config
+	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
+	// beyond it clients get 429 with Retry-After. 0: no bound.
+	MaxInFlight int
 }
 
 // Server is a running hub. Build it with New, start it with Run.
@@ -66,6 +70,7 @@ type Server struct {
 	local    *local.Proxy
 	state    *cloudState
 	filters  *filter.Set
+	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
 	self     *http.Client // the hub's own requests to its proxy port
 
@@ -185,13 +190,20 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	// Stopping: the servers stop accepting and in-flight requests end (their context is gone, so
+	// watches end at once; the rest get up to 5 s); then the cache writes what waits and syncs.
+	// All within 10 s.
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	for _, hs := range httpServers {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	if s.cache != nil {
-		_ = s.cache.Writer.Close(shutdownCtx)
+		flushCtx, flushed := context.WithTimeout(context.Background(), 4*time.Second)
+		defer flushed()
+		if err := s.cache.Writer.Close(flushCtx); err != nil {
+			s.log.Warn("cache: not everything was written before the stop", "err", err)
+		}
 		_ = s.cache.Store.Close()
 	}
 	if errors.Is(err, http.ErrServerClosed) {
