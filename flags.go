@@ -55,6 +55,7 @@ type options struct {
 	proxySecurePort   int
 	maxInFlight       int
 	memoryLimit       string
+	cacheMaxBytes     string
 	profiling         bool
 	version           bool
 
@@ -142,6 +143,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.StringVar(&o.masterHost, "master-service-host", "169.254.2.1", "the hub's secure address, as filters give it to pods")
 	fs.IntVar(&o.proxySecurePort, "proxy-secure-port", 10268, "the hub's HTTPS port for pods")
 	fs.IntVar(&o.maxInFlight, "max-requests-in-flight", 250, "proxied requests served at once (watches and exec not counted); beyond it 429; 0: no limit")
+	fs.StringVar(&o.cacheMaxBytes, "cache-max-bytes", "", "stop caching new objects once the cache takes this much (e.g. 200Mi); empty: no limit")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the Go runtime's soft memory limit (e.g. 64Mi); empty: none")
 	fs.IntVar(&o.maxProcs, "max-procs", 1, "cores the hub runs on (GOMAXPROCS)")
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
@@ -243,6 +245,11 @@ func (o *options) validate() error {
 			return fmt.Errorf("--memory-limit: %q is not a size of at least 8Mi", o.memoryLimit)
 		}
 	}
+	if o.cacheMaxBytes != "" {
+		if q, err := resource.ParseQuantity(o.cacheMaxBytes); err != nil || q.Value() <= 0 {
+			return fmt.Errorf("--cache-max-bytes: %q is not a positive size", o.cacheMaxBytes)
+		}
+	}
 	if o.maxProcs < 1 {
 		return fmt.Errorf("--max-procs: %d must be at least 1", o.maxProcs)
 	}
@@ -269,11 +276,14 @@ func (o *options) cachePolicy() cache.Policy {
 }
 
 // memoryLimitBytes is --memory-limit in bytes (0 when unset).
-func (o *options) memoryLimitBytes() int64 {
-	if o.memoryLimit == "" {
+func (o *options) memoryLimitBytes() int64 { return bytesOf(o.memoryLimit) }
+
+// bytesOf reads a size flag already validated (0 when unset).
+func bytesOf(v string) int64 {
+	if v == "" {
 		return 0
 	}
-	q, _ := resource.ParseQuantity(o.memoryLimit)
+	q, _ := resource.ParseQuantity(v)
 	return q.Value()
 }
 

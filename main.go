@@ -82,6 +82,7 @@ func run(args []string) int {
 		GCFrequency:        time.Duration(o.gcFrequency) * time.Minute,
 		Filters:            o.filterConfig(),
 		MaxInFlight:        o.maxInFlight,
+		CacheMaxBytes:      bytesOf(o.cacheMaxBytes),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodehub:", err)

@@ -76,6 +76,7 @@ func (s *Store) RemoveOlder(resource string, age time.Duration, now time.Time) (
 	}
 	if n > 0 {
 		s.dirty.Store(true)
+		s.recount()
 	}
 	return n, nil
 }

@@ -58,3 +58,34 @@ func TestGC(t *testing.T) {
 		t.Fatalf("AgeOut: %v %v", gone, err)
 	}
 }
+
+func TestMaxBytesStopsNewObjectsOnly(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	skipped := 0
+	m.Writer.OnFull = func(Resource) { skipped++ }
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods/a", "kubelet", podJSON(t, pod("a", "edge-1", "1", nil)))
+	if s.Size() <= 0 {
+		t.Fatal("size not counted")
+	}
+	m.Writer.MaxBytes = s.Size() // full now
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods/b", "kubelet", podJSON(t, pod("b", "edge-1", "2", nil)))
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods/a", "kubelet", podJSON(t, pod("a", "edge-1", "3", nil)))
+	if skipped != 1 {
+		t.Fatalf("%d objects skipped, want 1 (the new one)", skipped)
+	}
+	k := Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default"}
+	k.Name = "b"
+	if _, err := s.GetObject(k); err == nil {
+		t.Fatal("a new object was cached past the limit")
+	}
+	k.Name = "a"
+	if it, err := s.GetObject(k); err != nil || it.Header.ResourceVersion != "3" {
+		t.Fatalf("an existing object stopped being updated: %v", err)
+	}
+	before := s.Size()
+	s.Delete(k)
+	if s.Size() >= before {
+		t.Fatal("delete not subtracted from the size")
+	}
+}

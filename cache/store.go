@@ -66,6 +66,7 @@ type Store struct {
 	log  *slog.Logger
 
 	dirty   atomic.Bool
+	size    atomic.Int64 // bytes in cache files (kept up to date by writes and deletes)
 	syncs   atomic.Int64
 	written atomic.Int64 // bytes written to files
 	files   atomic.Int64 // files written
@@ -103,6 +104,7 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	s := &Store{root: root, path: dir, lock: lock, log: log}
+	s.recount()
 	if n, err := s.removeTemps(); err != nil {
 		s.Close()
 		return nil, err
@@ -176,6 +178,10 @@ func (s *Store) writeAtomic(rel string, data []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	var old int64
+	if fi, serr := s.root.Lstat(rel); serr == nil {
+		old = fi.Size()
+	}
 	if err == nil {
 		err = s.root.Rename(tmp, rel)
 	}
@@ -183,6 +189,7 @@ func (s *Store) writeAtomic(rel string, data []byte) error {
 		_ = s.root.Remove(tmp)
 		return fmt.Errorf("cache: write %s: %w", rel, err)
 	}
+	s.size.Add(int64(len(data)) - old)
 	s.dirty.Store(true)
 	s.written.Add(int64(len(data)))
 	s.files.Add(1)
@@ -194,11 +201,32 @@ func (s *Store) Delete(k Key) error {
 	if err := k.validate(); err != nil {
 		return err
 	}
+	fi, serr := s.root.Lstat(k.Path())
 	if err := s.root.Remove(k.Path()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cache: delete %s: %w", k.Path(), err)
 	}
+	if serr == nil {
+		s.size.Add(-fi.Size())
+	}
 	s.dirty.Store(true)
 	return nil
+}
+
+// Size is the bytes the cache's files take (their contents, not the file system's blocks).
+func (s *Store) Size() int64 { return s.size.Load() }
+
+// recount sets Size from the files on disk (at start, and after removing whole directories).
+func (s *Store) recount() {
+	var n int64
+	_ = fs.WalkDir(s.root.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	s.size.Store(n)
 }
 
 // Get reads and checks an object. A corrupt file is quarantined and reported as ErrNotFound
@@ -405,6 +433,7 @@ func (s *Store) readMeta(rel string) ([]byte, error) {
 // removeAll removes a directory below the root.
 func (s *Store) removeAll(rel string) error {
 	s.dirty.Store(true)
+	defer s.recount()
 	return s.root.RemoveAll(rel)
 }
 

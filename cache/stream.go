@@ -182,6 +182,8 @@ type batch struct {
 	due          time.Time // when the oldest pending change must be written
 	// bookmarks are the newest BOOKMARK resourceVersions seen per list scope, recorded at flush.
 	bookmarks map[listScope]string
+	// full is set while new objects of this resource are skipped for --cache-max-bytes.
+	full bool
 }
 
 // listScope names one list: namespace, label selector, field selector.
@@ -288,6 +290,16 @@ func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
 // flush writes the pending objects: an object whose resourceVersion is not newer than the stored
 // one is not written again, unless the stored one is a local (offline) change.
 func (b *batch) flush() {
+	full := false
+	defer func() {
+		if full {
+			b.full = true
+			b.w.fail(b.r, b.w.store.MarkIncomplete(b.r))
+		}
+	}()
+	if b.w.MaxBytes > 0 && b.w.store.Size() < b.w.MaxBytes {
+		b.full = false
+	}
 	var lists []ListRecord
 	listsRead := false
 	dirs := dirCache{s: b.w.store}
@@ -307,8 +319,16 @@ func (b *batch) flush() {
 			b.w.fail(b.r, b.w.store.Delete(p.key))
 			continue
 		}
-		if old, err := dirs.header(p.key); err == nil && !old.Local && !newerRV(p.h.ResourceVersion, old.ResourceVersion) {
+		old, err := dirs.header(p.key)
+		if err == nil && !old.Local && !newerRV(p.h.ResourceVersion, old.ResourceVersion) {
 			continue // unchanged (or older): no write
+		}
+		if err != nil && b.w.MaxBytes > 0 && b.w.store.Size() >= b.w.MaxBytes {
+			full = true // a new object past --cache-max-bytes: not cached
+			if b.w.OnFull != nil {
+				b.w.OnFull(b.r)
+			}
+			continue
 		}
 		b.w.fail(b.r, b.w.store.Put(p.key, &p.h, p.body))
 	}
@@ -389,6 +409,6 @@ func (b *batch) reconcile(st *Stream) error {
 	sort.Strings(keys)
 	st.seen = nil
 	return b.w.store.PutList(b.r, ListRecord{Namespace: st.sel.Namespace, LabelSelector: st.sel.LabelSelector,
-		FieldSelector: st.sel.FieldSelector, ResourceVersion: st.listMeta.ResourceVersion, Complete: true, At: time.Now().UTC(), Keys: keys,
+		FieldSelector: st.sel.FieldSelector, ResourceVersion: st.listMeta.ResourceVersion, Complete: !b.full, At: time.Now().UTC(), Keys: keys,
 		APIVersion: st.listMeta.APIVersion, Kind: st.listMeta.ItemKind()})
 }

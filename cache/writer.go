@@ -29,6 +29,11 @@ type Writer struct {
 	OnDrop func(r Resource)
 	// OnError, if set, is called for every failed store operation.
 	OnError func(r Resource, err error)
+	// MaxBytes, when set, stops the caching of new objects once the cache's files take that
+	// much; objects already cached keep being updated, and the resource's lists are marked
+	// incomplete. OnFull is told about every object not cached for it.
+	MaxBytes int64
+	OnFull   func(r Resource)
 	// Delay is how long a changed object may wait in memory before it is written, so that
 	// repeated changes of one key (an EndpointSlice churning several times a second) cost one
 	// write. Zero writes at once. The hub sets it to the sync interval: durability is batched to

@@ -54,6 +54,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "OK")
+	if s.cache != nil && s.cfg.CacheMaxBytes > 0 && s.cache.Store.Size() >= s.cfg.CacheMaxBytes {
+		fmt.Fprintf(w, "cache full: %d of %d bytes; new objects are not cached\n", s.cache.Store.Size(), s.cfg.CacheMaxBytes)
+	}
 }
 
 // dropCache removes one component's whole cache: DELETE /v1/cache/<component>.

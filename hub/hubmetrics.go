@@ -27,6 +27,7 @@ type hubMetrics struct {
 	filterErrors  *metrics.CounterVec
 	filterActions *metrics.CounterVec
 	throttled     *metrics.CounterVec
+	cacheFull     *metrics.CounterVec
 }
 
 func newHubMetrics(reg *metrics.Registry) *hubMetrics {
@@ -45,6 +46,7 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		offline:       reg.NewCounter("nodehub_offline_requests_total", "Requests answered by the local (offline) proxy, by verb.", "verb"),
 		filterErrors:  reg.NewCounter("nodehub_filter_errors_total", "Objects a filter failed on (passed on unchanged), by filter.", "filter"),
 		filterActions: reg.NewCounter("nodehub_filter_objects_total", "Objects filters changed or removed, by filter and action.", "filter", "action"),
+		cacheFull:     reg.NewCounter("nodehub_cache_full_skipped_total", "New objects not cached because the cache reached --cache-max-bytes.", "resource"),
 		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served."),
 	}
 	m.inflightGauge.Set(0)
@@ -53,6 +55,8 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 
 // watchCache registers the gauges that read the cache's own counters at scrape time.
 func (m *hubMetrics) watchCache(c *cache.Manager) {
+	m.reg.NewGaugeFunc("nodehub_cache_bytes", "Bytes the cache's files take.", func() float64 { return float64(c.Store.Size()) })
+	m.reg.NewGaugeFunc("nodehub_cache_max_bytes", "The --cache-max-bytes limit (0: none).", func() float64 { return float64(c.Writer.MaxBytes) })
 	m.reg.NewGaugeFunc("nodehub_cache_queued_bytes", "Bytes waiting in the cache writer queues.", func() float64 { return float64(c.Writer.Queued()) })
 	m.reg.NewCounterFunc("nodehub_cache_syncs_total", "syncfs calls that made cache writes durable.", func() float64 { return float64(c.Store.Stats().Syncs) })
 	m.reg.NewCounterFunc("nodehub_cache_written_bytes_total", "Bytes written to cache files.", func() float64 { return float64(c.Store.Stats().BytesWritten) })

@@ -52,6 +52,8 @@ type Config struct {
 	GCFrequency time.Duration
 	// Filters configures the response filters.
 	Filters filter.Config
+	// CacheMaxBytes stops the caching of new objects past that size (0: no limit).
+	CacheMaxBytes int64
 	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
 	// beyond it clients get 429 with Retry-After. 0: no bound.
 	MaxInFlight int
@@ -121,6 +123,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		w := cache.NewWriter(store, cache.DefaultQueueBytes, cfg.Log)
 		w.Delay = cfg.CacheSyncInterval
+		w.MaxBytes = cfg.CacheMaxBytes
+		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
 		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
 		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}

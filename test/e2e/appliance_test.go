@@ -121,3 +121,23 @@ func TestMaxRequestsInFlightIsEnforced(t *testing.T) {
 		t.Fatalf("throttled requests not counted: %v", v)
 	}
 }
+
+func TestCacheMaxBytesKeepsServingAndReports(t *testing.T) {
+	h := startHub(t, "--cache-max-bytes=1")
+	pods := h.Client(kubeletUA, true)
+	for i := 0; i < 2; i++ {
+		if _, err := pods.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "skipped objects counted", func() error {
+		if v, _ := h.Metric(`nodehub_cache_full_skipped_total{resource="pods"}`); v < 1 {
+			return fmt.Errorf("skipped %v", v)
+		}
+		return nil
+	})
+	code, body, err := h.Get("/v1/readyz")
+	if err != nil || code != 200 || !strings.Contains(body, "cache full") {
+		t.Fatalf("readyz %d %q %v", code, body, err)
+	}
+}
