@@ -17,6 +17,18 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// BuildFor cross-builds nodehub for goarch (arm64, or arm with goarm 7) into dir.
+func BuildFor(dir, goarch, goarm string) (string, error) {
+	out := filepath.Join(dir, "nodehub-"+goarch+goarm)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOARM="+goarm)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %v\n%s", goarch, err, b)
+	}
+	return out, nil
+}
+
 // BuildNodehub builds the nodehub binary from the checkout into dir, or returns $NODEHUB_BIN.
 func BuildNodehub(dir string) (string, error) {
 	if bin := os.Getenv("NODEHUB_BIN"); bin != "" {
@@ -52,6 +64,8 @@ type HubOptions struct {
 	Env []string
 	// NoWait returns as soon as the process started, without waiting for its healthz.
 	NoWait bool
+	// Emulator, when set, runs Bin under it (qemu-aarch64-static for an arm64 binary).
+	Emulator string
 }
 
 // StartHub starts nodehub with the node's certificate and fast heartbeats and waits for its healthz.
@@ -72,6 +86,9 @@ func (c *Cluster) StartHub(ctx context.Context, o HubOptions) (*Hub, error) {
 		"--heartbeat-interval-seconds=1", "--v=4",
 	}
 	h.Proc = &Proc{Name: "nodehub", Path: o.Bin, Args: append(args, o.Args...), Env: o.Env, LogFile: filepath.Join(o.Dir, "nodehub.log")}
+	if o.Emulator != "" {
+		h.Proc.Path, h.Proc.Args = o.Emulator, append([]string{o.Bin}, h.Proc.Args...)
+	}
 	if err := h.Start(); err != nil {
 		return nil, err
 	}
