@@ -17,11 +17,11 @@ import (
 )
 
 type options struct {
-	rounds, pods, objects int
-	churn                 time.Duration
-	sizes                 bool
-	cpuprofile            string
-	only                  string
+	rounds, pods, objects, services int
+	churn, profile                  time.Duration
+	sizes                           bool
+	cpuprofile                      string
+	only                            string
 }
 
 func main() {
@@ -30,9 +30,11 @@ func main() {
 	flag.IntVar(&o.pods, "pods", 110, "pods on the node")
 	flag.IntVar(&o.objects, "objects", 10000, "objects cached for the cache memory figure")
 	flag.DurationVar(&o.churn, "churn", 10*time.Second, "how long the 100 events/s churn runs")
+	flag.IntVar(&o.services, "services", 1000, "services (each with a 10-endpoint EndpointSlice) in the node profile")
+	flag.DurationVar(&o.profile, "profile", time.Minute, "how long the node profile's 10 updates/s run")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
-	flag.StringVar(&o.only, "only", "", "run one section: latency, offline or cache")
+	flag.StringVar(&o.only, "only", "", "run one section: latency, offline, cache or profile")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -104,6 +106,16 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "cache" {
 		if err := benchCache(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "profile" {
+		if o.only != "" {
+			if err := makePods(e.ctx, e.c, o.pods); err != nil {
+				return err
+			}
+		}
+		if err := benchProfile(e, o); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"nodehub/e2e/harness"
+)
+
+// benchProfile is the "node profile": 110 pods on the node, 1,000 Services with one 10-endpoint
+// EndpointSlice each, kubelet-, kube-proxy- and coredns-like clients list/watching through the
+// hub, then 10 EndpointSlice updates per second for a minute. It prints RSS after the initial
+// lists and at the end, the hub's CPU seconds and flash writes during the minute.
+func benchProfile(e *env, o options) error {
+	ctx := e.ctx
+	if err := e.c.BindNodes(ctx, "bench-profile", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"},
+		Resources: []string{"services", "endpointslices", "namespaces"}, Verbs: []string{"get", "list", "watch"}}); err != nil {
+		return err
+	}
+	ns := "profile"
+	if err := e.c.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	if err := makeServices(ctx, e.c, ns, o.services); err != nil {
+		return err
+	}
+	h, err := e.startHub()
+	if err != nil {
+		return err
+	}
+	defer h.Stop()
+	time.Sleep(2 * time.Second)
+	idle, _ := rssKiB(h)
+
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	clients := []struct{ ua, path string }{
+		{kubeletUA, "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName},
+		{kubeletUA, "/api/v1/nodes?fieldSelector=metadata.name%3D" + harness.NodeName},
+		{kubeletUA, "/api/v1/services"},
+		{kubeProxyUA, "/api/v1/services"},
+		{kubeProxyUA, "/apis/discovery.k8s.io/v1/endpointslices"},
+		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/api/v1/services"},
+		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/apis/discovery.k8s.io/v1/endpointslices"},
+		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/api/v1/namespaces"},
+	}
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		if _, err := get(h.ProxyURL+c.path, c.ua); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sep := "?"
+			if containsByte(c.path, '?') {
+				sep = "&"
+			}
+			_ = watchStream(wctx, h.ProxyURL+c.path+sep+"watch=true&allowWatchBookmarks=true", c.ua)
+		}()
+	}
+	settle(h)
+	listed, _ := rssKiB(h)
+
+	cpu0, _ := cpuTime(h.Pid())
+	w0, _ := h.Metric("nodehub_cache_written_bytes_total")
+	f0, _ := h.Metric("nodehub_cache_files_written_total")
+	d0, _ := diskWriteBytes(h.Pid())
+	var peak int64
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	for i := 0; time.Since(start) < o.profile; i++ {
+		<-tick.C
+		if _, err := e.c.Admin.DiscoveryV1().EndpointSlices(ns).Update(ctx, profileSlice(i%o.services, i+1), metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		if r, err := rssKiB(h); err == nil && r > peak {
+			peak = r
+		}
+	}
+	tick.Stop()
+	took := time.Since(start)
+	time.Sleep(1500 * time.Millisecond)
+	cpu1, _ := cpuTime(h.Pid())
+	w1, _ := h.Metric("nodehub_cache_written_bytes_total")
+	f1, _ := h.Metric("nodehub_cache_files_written_total")
+	d1, _ := diskWriteBytes(h.Pid())
+	end, _ := rssKiB(h)
+	stop()
+	wg.Wait()
+
+	fmt.Printf("\n## node profile: 110 pods, %d Services with a 10-endpoint EndpointSlice each, kubelet/kube-proxy/coredns-like list+watch, 10 slice updates/s for %v\n", o.services, took.Round(time.Second))
+	fmt.Printf("rss_idle_before_clients\t%.1f MiB\n", float64(idle)/1024)
+	fmt.Printf("rss_after_initial_lists\t%.1f MiB\n", float64(listed)/1024)
+	fmt.Printf("rss_peak_during_updates\t%.1f MiB\n", float64(peak)/1024)
+	fmt.Printf("rss_at_end\t%.1f MiB\n", float64(end)/1024)
+	fmt.Printf("cpu_seconds_during_updates\t%.2f s\t(%.1f%% of one core)\n", (cpu1 - cpu0).Seconds(), 100*(cpu1-cpu0).Seconds()/took.Seconds())
+	fmt.Printf("cache_bytes_written_during_updates\t%.0f KiB\t(%.0f files)\n", (w1-w0)/1024, f1-f0)
+	fmt.Printf("disk_write_bytes_during_updates\t%.0f KiB\t(/proc/pid/io)\n", float64(d1-d0)/1024)
+	return nil
+}
+
+func containsByte(s string, c byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return true
+		}
+	}
+	return false
+}
+
+func profileSlice(i, gen int) *discoveryv1.EndpointSlice {
+	s := endpointSlice(i, gen)
+	s.Name = fmt.Sprintf("svc-%04d-x", i)
+	s.Labels = map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("svc-%04d", i)}
+	return s
+}
+
+func makeServices(ctx context.Context, c *harness.Cluster, ns string, n int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%04d", i)},
+					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}}}}
+				if _, err := c.Admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					errc <- err
+					return
+				}
+				if _, err := c.Admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, profileSlice(i, 0), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
