@@ -136,7 +136,7 @@ func endpointSlice(i, gen int) *discoveryv1.EndpointSlice {
 	for j := 0; j < 10; j++ {
 		node, ready := harness.NodeName, true
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", i, j, gen%250+1)},
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", i%250, (i/250)*10+j, gen%250+1)},
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 			NodeName:   &node,
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "benchcache", Name: fmt.Sprintf("pod-%d-%d-abcdefgh", i, j), UID: "0f3c1c2e-1111-2222-3333-444455556666"},
