@@ -146,6 +146,16 @@ func endpointSlice(i, gen int) *discoveryv1.EndpointSlice {
 }
 
 func makeConfigMaps(ctx context.Context, c *harness.Cluster, ns string, n int) error {
+	return parallel(n, func(i int) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{"app": "bench"}},
+			Data: map[string]string{"key": fmt.Sprintf("value-%d", i)}}
+		_, err := c.Admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+		return ignoreExists(err)
+	})
+}
+
+// parallel runs create(0..n-1) on 8 workers and returns the first error.
+func parallel(n int, create func(i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, 8)
@@ -153,14 +163,8 @@ func makeConfigMaps(ctx context.Context, c *harness.Cluster, ns string, n int) e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{"app": "bench"}},
-					Data: map[string]string{"key": fmt.Sprintf("value-%d", i)}}
-				if _, err := c.Admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := create(i); err != nil {
 					errc <- err
 					return
 				}
@@ -170,6 +174,13 @@ func makeConfigMaps(ctx context.Context, c *harness.Cluster, ns string, n int) e
 	wg.Wait()
 	close(errc)
 	return <-errc
+}
+
+func ignoreExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 // get reads one response through the hub as the given client, in protobuf.

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -127,32 +125,13 @@ func profileSlice(i, gen int) *discoveryv1.EndpointSlice {
 }
 
 func makeServices(ctx context.Context, c *harness.Cluster, ns string, n int) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%04d", i)},
-					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}}}}
-				if _, err := c.Admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-					errc <- err
-					return
-				}
-				if _, err := c.Admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, profileSlice(i, 0), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errc)
-	return <-errc
+	return parallel(n, func(i int) error {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%04d", i)},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}}}}
+		if _, err := c.Admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); ignoreExists(err) != nil {
+			return err
+		}
+		_, err := c.Admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, profileSlice(i, 0), metav1.CreateOptions{})
+		return ignoreExists(err)
+	})
 }
