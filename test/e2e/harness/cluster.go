@@ -134,6 +134,7 @@ func StartCluster(ctx context.Context, dir string, n int) (*Cluster, error) {
 				"--enable-admission-plugins", "NodeRestriction",
 				"--service-cluster-ip-range", "10.96.0.0/16",
 				"--allow-privileged", "--profiling=false", "--v", "0",
+				"--enable-bootstrap-token-auth",
 			}}
 		c.APIServers = append(c.APIServers, a)
 		if err := a.Start(); err != nil {
