@@ -103,6 +103,7 @@ func run(args []string) int {
 		log.Warn("second signal: exiting at once")
 		os.Exit(1)
 	}()
+	go giveBackMemory(ctx, log)
 	log.Info("nodehub starting", "version", version, "node", o.nodeName, "servers", o.serverAddr, "lb", o.lbMode)
 	if err := srv.Run(ctx); err != nil {
 		log.Error("nodehub stopped", "err", err)

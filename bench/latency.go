@@ -29,7 +29,7 @@ func benchLatency(e *env, o options) error {
 		return err
 	}
 	defer h.Stop()
-	time.Sleep(2 * time.Second)
+	time.Sleep(idleAfter)
 	idle, err := rssKiB(h)
 	if err != nil {
 		return err

@@ -55,3 +55,34 @@ func diskWriteBytes(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("no write_bytes for pid %d", pid)
 }
+
+// idleAfter is how long a hub runs before its idle RSS is read: start-up has settled and the hub
+// has given back what start-up alone needed.
+const idleAfter = 20 * time.Second
+
+// sampleRSS samples the hub's RSS every 50 ms until the returned function is called, which
+// stops sampling and returns the highest value seen.
+func sampleRSS(h *harness.Hub) func() int64 {
+	done := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() {
+		var max int64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if r, err := rssKiB(h); err == nil && r > max {
+				max = r
+			}
+			select {
+			case <-done:
+				peak <- max
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		return <-peak
+	}
+}

@@ -37,7 +37,7 @@ func benchProfile(e *env, o options) error {
 		return err
 	}
 	defer h.Stop()
-	time.Sleep(2 * time.Second)
+	time.Sleep(idleAfter)
 	idle, _ := rssKiB(h)
 
 	wctx, stop := context.WithCancel(ctx)
@@ -53,6 +53,7 @@ func benchProfile(e *env, o options) error {
 		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/api/v1/namespaces"},
 	}
 	var wg sync.WaitGroup
+	listPeak := sampleRSS(h)
 	for _, c := range clients {
 		if _, err := get(h.ProxyURL+c.path, c.ua); err != nil {
 			return err
@@ -68,6 +69,8 @@ func benchProfile(e *env, o options) error {
 		}()
 	}
 	settle(h)
+	peakLists := listPeak()
+	time.Sleep(6 * time.Second) // the hub gives back a burst's free heap within 5 s
 	listed, _ := rssKiB(h)
 
 	cpu0, _ := cpuTime(h.Pid())
@@ -99,6 +102,7 @@ func benchProfile(e *env, o options) error {
 
 	fmt.Printf("\n## node profile: 110 pods, %d Services with a 10-endpoint EndpointSlice each, kubelet/kube-proxy/coredns-like list+watch, 10 slice updates/s for %v\n", o.services, took.Round(time.Second))
 	fmt.Printf("rss_idle_before_clients\t%.1f MiB\n", float64(idle)/1024)
+	fmt.Printf("rss_peak_during_initial_lists\t%.1f MiB\t(sampled every 50 ms)\n", float64(peakLists)/1024)
 	fmt.Printf("rss_after_initial_lists\t%.1f MiB\n", float64(listed)/1024)
 	fmt.Printf("rss_peak_during_updates\t%.1f MiB\n", float64(peak)/1024)
 	fmt.Printf("rss_at_end\t%.1f MiB\n", float64(end)/1024)

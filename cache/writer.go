@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,12 +39,10 @@ type Writer struct {
 	// that interval anyway.
 	Delay time.Duration
 
-	queued    atomic.Int64
-	processed atomic.Int64 // bytes parsed since memory was last given back
-	released  atomic.Int64 // unix nanoseconds of the last give-back
-	mu        sync.Mutex
-	queues    map[Resource]*queue
-	closed    bool
+	queued atomic.Int64
+	mu     sync.Mutex
+	queues map[Resource]*queue
+	closed bool
 }
 
 // NewWriter returns a writer onto store with a total queue budget in bytes.
@@ -153,7 +150,6 @@ func (w *Writer) run(q *queue) {
 			if len(b.order) == 0 && len(b.bookmarks) == 0 {
 				q.running = false
 				q.mu.Unlock()
-				w.giveBackMemory()
 				return
 			}
 			q.mu.Unlock()
@@ -180,7 +176,6 @@ func (w *Writer) run(q *queue) {
 		for i, o := range ops {
 			b.apply(o)
 			w.queued.Add(-int64(len(o.data)))
-			w.processed.Add(int64(len(o.data)))
 			ops[i] = op{} // let the chunk go
 			if b.pendingBytes > maxPendingBytes {
 				b.flush() // a large list is written as it streams, not held whole
@@ -190,19 +185,6 @@ func (w *Writer) run(q *queue) {
 			b.flush()
 		}
 	}
-}
-
-// giveBackMemory returns the heap a large burst (a big list) grew to the operating system, at
-// most every 2 s: on a 256 MB gateway the memory belongs to the node's pods more than to the hub.
-func (w *Writer) giveBackMemory() {
-	const burst, every = 1 << 20, 2 * time.Second
-	now := time.Now().UnixNano()
-	last := w.released.Load()
-	if w.processed.Load() < burst || now-last < int64(every) || !w.released.CompareAndSwap(last, now) {
-		return
-	}
-	w.processed.Store(0)
-	debug.FreeOSMemory()
 }
 
 func (w *Writer) fail(r Resource, err error) {

@@ -29,36 +29,61 @@ func (c *Chain) Body(body []byte, media wire.MediaType, list bool) ([]byte, erro
 		}
 		return body, nil
 	}
+	// First pass: run the filters, keeping only what they changed or removed (an untouched list,
+	// the common case, costs no copy of its items).
+	changed := map[int][]byte{} // item index -> new bytes, nil when removed
 	var meta wire.ListMeta
-	items := [][]byte{}
-	touched := false
+	if err := splitList(body, media, &meta, func(i int, raw []byte) {
+		switch out, v := c.Apply(raw); v {
+		case Drop:
+			changed[i] = nil
+		case Changed:
+			changed[i] = out
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if len(changed) == 0 {
+		return body, nil
+	}
+	// Second pass: join the list again from the cloud's items and the changed ones.
+	b := &wire.ListBuilder{Protobuf: media.IsProtobuf(), APIVersion: meta.APIVersion, Kind: meta.ItemKind()}
+	var addErr error
+	if err := splitList(body, media, &meta, func(i int, raw []byte) {
+		out, ok := changed[i]
+		switch {
+		case !ok:
+			out = raw
+		case out == nil:
+			return
+		}
+		if addErr == nil {
+			addErr = b.Add(out)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if addErr != nil {
+		return nil, addErr
+	}
+	return b.BytesContinue(meta.ResourceVersion, meta.Continue)
+}
+
+// splitList calls item for every item of a whole list body, with its index.
+func splitList(body []byte, media wire.MediaType, meta *wire.ListMeta, item func(int, []byte)) error {
+	n := 0
 	sp := wire.NewListSplitter(media, wire.ListHandler{
-		Meta: func(m wire.ListMeta) { meta = m },
+		Meta: func(m wire.ListMeta) { *meta = m },
 		Item: func(raw []byte) error {
-			out, v := c.Apply(raw)
-			touched = touched || v != Keep
-			if v != Drop {
-				items = append(items, out)
-			}
+			item(n, raw)
+			n++
 			return nil
 		},
 	})
 	if _, err := sp.Write(body); err != nil {
-		return nil, err
+		return err
 	}
-	if err := sp.Close(); err != nil {
-		return nil, err
-	}
-	if !touched {
-		return body, nil
-	}
-	b := &wire.ListBuilder{Protobuf: media.IsProtobuf(), APIVersion: meta.APIVersion, Kind: meta.ItemKind()}
-	for _, it := range items {
-		if err := b.Add(it); err != nil {
-			return nil, err
-		}
-	}
-	return b.BytesContinue(meta.ResourceVersion, meta.Continue)
+	return sp.Close()
 }
 
 func (c *Chain) wants(raw []byte) bool {

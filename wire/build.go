@@ -96,11 +96,11 @@ func ObjectMeta(raw []byte) (metav1.ObjectMeta, error) {
 		if err != nil {
 			return om, err
 		}
-		m, ok := protoPath(obj, []int{1}, false)
-		if !ok {
+		m, ok := protoLookup(obj, []int{1})
+		if !ok || m.typ != wireBytes {
 			return om, fmt.Errorf("wire: object without metadata")
 		}
-		return om, om.Unmarshal([]byte(m))
+		return om, om.Unmarshal(m.data)
 	}
 	var obj struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`

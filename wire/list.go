@@ -145,7 +145,7 @@ func (s *jsonList) Write(p []byte) (int, error) {
 					s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 1, s.capture[:0], i
 				}
 			case s.depth == 2 && s.items && c == '{' && !s.capping:
-				s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 2, nil, i
+				s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 2, s.capture[:0], i
 			}
 			s.depth++
 		case '}', ']':
@@ -185,7 +185,6 @@ func (s *jsonList) finishCapture() {
 		if s.err == nil && s.h.Item != nil {
 			s.err = s.h.Item(jsonWithTypeMeta(v, s.meta.APIVersion, s.meta.ItemKind()))
 		}
-		s.capture = nil
 	case s.curKey == "kind":
 		_ = json.Unmarshal(v, &s.meta.Kind)
 	case s.curKey == "apiVersion":
@@ -221,11 +220,12 @@ func (s *jsonList) Close() error {
 	return nil
 }
 
-// jsonWithTypeMeta returns the object with "kind" and "apiVersion" as its first members, the way
-// the apiserver writes a single object; an object that has them already is returned as it is.
+// jsonWithTypeMeta returns a copy of the object with "kind" and "apiVersion" as its first members,
+// the way the apiserver writes a single object (an object that has them already is copied as it
+// is): the splitter reuses its capture buffer for the next item.
 func jsonWithTypeMeta(obj []byte, apiVersion, kind string) []byte {
 	if kind == "" || !bytes.HasPrefix(obj, []byte("{")) || hasTopLevelKind(obj) {
-		return obj
+		return bytes.Clone(obj)
 	}
 	head := `{"kind":` + quote(kind) + `,"apiVersion":` + quote(apiVersion)
 	if len(bytes.TrimSpace(obj[1:])) > 1 { // not an empty object

@@ -109,11 +109,11 @@ func protoMeta(raw []byte, resource string) (Meta, error) {
 		return Meta{}, err
 	}
 	m := Meta{APIVersion: av, Kind: kind}
-	om, ok := protoPath(obj, []int{1}, false)
-	if !ok {
+	om, ok := protoLookup(obj, []int{1})
+	if !ok || om.typ != wireBytes {
 		return Meta{}, fmt.Errorf("wire: %s without metadata", kind)
 	}
-	err = protoFields([]byte(om), func(f field) bool {
+	err = protoFields(om.data, func(f field) bool {
 		if f.typ != wireBytes {
 			return true
 		}

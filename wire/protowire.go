@@ -99,39 +99,48 @@ func protoFields(msg []byte, fn func(f field) bool) error {
 // protoPath returns the scalar at a path of field numbers: a string or bytes field as its text, a
 // varint as its number (bools as "true"/"false" when asBool).
 func protoPath(msg []byte, path []int, asBool bool) (string, bool) {
+	hit, ok := protoLookup(msg, path)
+	if !ok {
+		return "", false
+	}
+	switch hit.typ {
+	case wireBytes:
+		return string(hit.data), true
+	case wireVarint:
+		if asBool {
+			if hit.val != 0 {
+				return "true", true
+			}
+			return "false", true
+		}
+		return uitoa(hit.val), true
+	}
+	return "", false
+}
+
+// protoLookup finds the field at path (field numbers, outermost first) without copying: its data
+// points into msg. The last occurrence of a field wins, as protobuf merges.
+func protoLookup(msg []byte, path []int) (field, bool) {
+	var hit field
 	for i, num := range path {
-		var hit *field
+		found := false
 		err := protoFields(msg, func(f field) bool {
 			if f.num == num {
-				c := f
-				hit = &c // the last occurrence wins, as protobuf merges
+				hit, found = f, true
 			}
 			return true
 		})
-		if err != nil || hit == nil {
-			return "", false
+		if err != nil || !found {
+			return field{}, false
 		}
 		if i < len(path)-1 {
 			if hit.typ != wireBytes {
-				return "", false
+				return field{}, false
 			}
 			msg = hit.data
-			continue
-		}
-		switch hit.typ {
-		case wireBytes:
-			return string(hit.data), true
-		case wireVarint:
-			if asBool {
-				if hit.val != 0 {
-					return "true", true
-				}
-				return "false", true
-			}
-			return uitoa(hit.val), true
 		}
 	}
-	return "", false
+	return hit, len(path) > 0
 }
 
 func uitoa(v uint64) string {

@@ -171,8 +171,8 @@ func DecodeProtoWatchEvent(frame []byte) (WatchEvent, error) {
 		case f.num == 1 && f.typ == wireBytes:
 			ev.Type = string(f.data)
 		case f.num == 2 && f.typ == wireBytes:
-			if raw, ok := protoPath(f.data, []int{1}, false); ok {
-				obj = []byte(raw)
+			if raw, ok := protoLookup(f.data, []int{1}); ok && raw.typ == wireBytes {
+				obj = bytes.Clone(raw.data)
 			}
 		}
 		return true

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Memory the hub holds but no longer uses is given back to the node, whose pods need it more:
+//   - once, when start-up has settled, the pages of the binary's read-only segments that start-up
+//     touched (every package's init, k8s.io/api's tables — with the kernel mapping 64 KiB around
+//     each page it faults in) are dropped from the resident set;
+//   - every few seconds, when the Go heap holds more than a MiB of free pages (after a burst: a big
+//     list, many watches starting), they are returned to the kernel at once rather than over
+//     minutes by the runtime's background scavenger.
+const (
+	startupSettle = 15 * time.Second
+	trimEvery     = 5 * time.Second
+	trimAbove     = 1 << 20
+)
+
+// giveBackMemory runs until ctx ends.
+func giveBackMemory(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(trimEvery)
+	defer t.Stop()
+	settled := time.After(startupSettle)
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-settled:
+			debug.FreeOSMemory()
+			if n, err := unmapReadOnlyImage(); err != nil {
+				log.Debug("start-up pages not dropped", "err", err)
+			} else {
+				log.Debug("start-up pages dropped from the resident set", "bytes", n)
+			}
+		case <-t.C:
+			metrics.Read(sample)
+			if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > trimAbove {
+				debug.FreeOSMemory()
+			}
+		}
+	}
+}
+
+// unmapReadOnlyImage applies MADV_DONTNEED to every non-writable mapping of the executable and
+// returns how many bytes of address space it covered. On a read-only file mapping that only drops
+// this process's page-table entries: the pages stay in the page cache (nothing is re-read from
+// flash unless the kernel needed the memory anyway) and those still in use come back on their next
+// touch. Writable segments are never touched.
+func unmapReadOnlyImage() (int64, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var total int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "start-end perms offset dev inode path"
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || fields[5] != exe || strings.IndexByte(fields[1], 'w') >= 0 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_DONTNEED); errno != 0 {
+			return total, errno
+		}
+		total += int64(end - start)
+	}
+	return total, sc.Err()
+}
