@@ -4,6 +4,7 @@ package hub
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,6 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
-	"nodehub/hub/certs"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
 	"nodehub/hub/remote"
@@ -38,9 +38,17 @@ type Config struct {
 	HeartbeatHealthy   int
 	KubeletGracePeriod time.Duration
 
-	Credentials *certs.Source
-	Profiling   bool
-	Log         *slog.Logger
+	Credentials Credentials
+	// SecureAddrs are host:port the HTTPS proxy port for pods listens on (first one required to
+	// exist on the host; others, like the dummy interface's address, are bound when they appear).
+	// Requests there must carry a bearer token, forwarded as is. Empty: no secure port.
+	SecureAddrs []string
+	// ServingCert is the secure port's certificate hook (certs.Serving.GetCertificate).
+	ServingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token.
+	SetToken  func(string) error
+	Profiling bool
+	Log       *slog.Logger
 
 	// CacheDir is the local cache directory; "" disables caching.
 	CacheDir string
@@ -57,6 +65,13 @@ type Config struct {
 	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
 	// beyond it clients get 429 with Retry-After. 0: no bound.
 	MaxInFlight int
+}
+
+// Credentials are the node's credentials: what the backends present, and whether they are
+// loaded (certs.Source, certs.Manager).
+type Credentials interface {
+	remote.Credentials
+	Err() error
 }
 
 // Server is a running hub. Build it with New, start it with Run.
@@ -78,6 +93,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	listeners []net.Listener
+	secure    []net.Addr
 }
 
 // New checks the configuration and prepares the servers; nothing listens until Run.
@@ -91,6 +107,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
+	if cfg.Credentials != nil {
+		s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
+	}
 	backends := make([]*remote.Backend, 0, len(cfg.Servers))
 	for _, addr := range cfg.Servers {
 		b, err := remote.NewBackend(addr, cfg.Credentials, cfg.HeartbeatTimeout)
@@ -174,6 +193,9 @@ func (s *Server) Run(ctx context.Context) error {
 		httpServers = append(httpServers, hs)
 		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()
+	}
+	for i, addr := range s.cfg.SecureAddrs {
+		go s.serveSecure(ctx, addr, i == 0)
 	}
 	go s.checker.Run(ctx, s.balancer.Backends)
 	if s.filters.Uses("servicetopology") {

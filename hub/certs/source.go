@@ -83,6 +83,7 @@ type Source struct {
 	certMod time.Time
 	checked time.Time
 	err     error
+	gen     uint64
 }
 
 // NewSource reads the credentials once; a failure is remembered (see Err) and retried later.
@@ -168,6 +169,15 @@ func (s *Source) setCert(c tls.Certificate, err error) {
 		return // a half-written rotation: keep serving the previous certificate
 	}
 	s.cert, s.err = &c, nil
+	s.gen++
+}
+
+// Generation changes each time a new client certificate is loaded (kubelet rotated it).
+func (s *Source) Generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reloadLocked(false)
+	return s.gen
 }
 
 func (s *Source) loadCA() (*x509.CertPool, error) {
