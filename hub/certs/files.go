@@ -97,9 +97,23 @@ func parsePair(data []byte, now time.Time) (*tls.Certificate, error) {
 	return &c, nil
 }
 
-// renewAt is when a certificate valid from nb to na is renewed: at 70–90% of its lifetime,
-// jitter (0..1) choosing where, so a fleet of gateways does not renew at one instant.
-func renewAt(nb, na time.Time, jitter float64) time.Time {
-	life := na.Sub(nb)
-	return nb.Add(time.Duration(float64(life) * (0.7 + 0.2*jitter)))
+// renewAt is when a certificate valid until na, obtained at got, is renewed: at 70–90% of its
+// lifetime, jitter (0..1) choosing where, so a fleet of gateways does not renew at one instant.
+// The lifetime counts from when the hub got the certificate, not from NotBefore: signers
+// backdate NotBefore (kube-controller-manager by 5 minutes), which would make a short-lived
+// certificate look 70% used the moment it is issued.
+func renewAt(got, nb, na time.Time, jitter float64) time.Time {
+	if got.Before(nb) {
+		got = nb
+	}
+	life := na.Sub(got)
+	return got.Add(time.Duration(float64(life) * (0.7 + 0.2*jitter)))
+}
+
+// fileTime is a file's mtime (when a certificate stored there was obtained), or now.
+func fileTime(path string) time.Time {
+	if st, err := os.Stat(path); err == nil {
+		return st.ModTime()
+	}
+	return time.Now()
 }

@@ -47,6 +47,7 @@ type Manager struct {
 	pool atomic.Pointer[x509.CertPool]
 	cert atomic.Pointer[tls.Certificate]
 	gen  atomic.Uint64
+	got  time.Time // when cert was obtained; Run's alone
 
 	mu      sync.Mutex
 	token   string
@@ -73,8 +74,9 @@ func NewManager(cfg ManagerConfig) *Manager {
 		}
 	}
 	if m.pool.Load() != nil {
-		if c, err := loadPair(filepath.Join(cfg.Dir, ClientPEMName), time.Now()); err == nil {
-			m.setCert(c)
+		path := filepath.Join(cfg.Dir, ClientPEMName)
+		if c, err := loadPair(path, time.Now()); err == nil {
+			m.setCert(c, fileTime(path))
 		}
 	}
 	return m
@@ -120,7 +122,8 @@ func (m *Manager) SetToken(tok string) error {
 	return nil
 }
 
-func (m *Manager) setCert(c *tls.Certificate) {
+func (m *Manager) setCert(c *tls.Certificate, got time.Time) {
+	m.got = got
 	m.cert.Store(c)
 	m.gen.Add(1)
 	m.once.Do(func() { close(m.loaded) })
@@ -147,7 +150,7 @@ func (m *Manager) Run(ctx context.Context) error {
 				return err
 			}
 		default:
-			at := renewAt(c.Leaf.NotBefore, c.Leaf.NotAfter, rand.Float64())
+			at := renewAt(m.got, c.Leaf.NotBefore, c.Leaf.NotAfter, rand.Float64())
 			m.log.Info("certs: client certificate valid", "notAfter", c.Leaf.NotAfter.UTC().Format(time.RFC3339), "renewAt", at.UTC().Format(time.RFC3339))
 			if !sleep(ctx, time.Until(at), nil) {
 				return nil
@@ -297,7 +300,7 @@ func (m *Manager) issue(ctx context.Context, srv string, caPEM []byte, pool *x50
 	if err := writeFileAtomic(filepath.Join(m.cfg.Dir, ClientPEMName), pemData, 0o600); err != nil {
 		return fmt.Errorf("certs: store client certificate: %w", err)
 	}
-	m.setCert(pair)
+	m.setCert(pair, time.Now())
 	m.setErr(nil)
 	m.log.Info("certs: client certificate issued", "subject", pair.Leaf.Subject.String(), "notAfter", pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	return nil

@@ -49,6 +49,7 @@ type Serving struct {
 	cfg  ServingConfig
 	log  *slog.Logger
 	cert atomic.Pointer[tls.Certificate]
+	got  time.Time // when cert was obtained; Run's alone
 }
 
 // NewServing loads the certificate Dir already holds.
@@ -60,8 +61,10 @@ func NewServing(cfg ServingConfig) *Serving {
 		cfg.IssueTimeout = time.Hour
 	}
 	s := &Serving{cfg: cfg, log: cfg.Log}
-	if c, err := loadPair(filepath.Join(cfg.Dir, ServingPEMName), time.Now()); err == nil {
+	path := filepath.Join(cfg.Dir, ServingPEMName)
+	if c, err := loadPair(path, time.Now()); err == nil {
 		s.cert.Store(c)
+		s.got = fileTime(path)
 	}
 	return s
 }
@@ -90,7 +93,7 @@ func (s *Serving) Run(ctx context.Context) {
 		ips, dns := s.wanted(ctx)
 		c := s.cert.Load()
 		if c != nil && time.Now().Before(c.Leaf.NotAfter) && covers(c.Leaf, ips, dns) {
-			at := renewAt(c.Leaf.NotBefore, c.Leaf.NotAfter, rand.Float64())
+			at := renewAt(s.got, c.Leaf.NotBefore, c.Leaf.NotAfter, rand.Float64())
 			s.log.Info("certs: serving certificate valid", "notAfter", c.Leaf.NotAfter.UTC().Format(time.RFC3339), "renewAt", at.UTC().Format(time.RFC3339))
 			if !sleep(ctx, time.Until(at), nil) {
 				return
@@ -191,6 +194,7 @@ func (s *Serving) issue(ctx context.Context, ips []net.IP, dns []string) error {
 			return fmt.Errorf("certs: store serving certificate: %w", err)
 		}
 		s.cert.Store(pair)
+		s.got = time.Now()
 		s.log.Info("certs: serving certificate issued", "notAfter", pair.Leaf.NotAfter.UTC().Format(time.RFC3339), "ips", ips, "dns", dns)
 		return nil
 	}
