@@ -23,6 +23,11 @@ import (
 const (
 	SignerClient  = "kubernetes.io/kube-apiserver-client-kubelet"
 	SignerServing = "kubernetes.io/kubelet-serving"
+	// SignerAPIClient is used when --hub-cert-organizations adds organizations: the kubelet
+	// client signer (and its auto-approver) accept exactly O=system:nodes, so such a request goes
+	// to the general client signer, which the cluster's approver (OpenYurt's yurt-manager, or an
+	// admin) approves.
+	SignerAPIClient = "kubernetes.io/kube-apiserver-client"
 )
 
 var errExpired = errors.New("certs: certificate expired")

@@ -190,7 +190,11 @@ func sleep(ctx context.Context, d time.Duration, kick <-chan struct{}) bool {
 }
 
 func (m *Manager) clientSpec() CSRSpec {
-	return CSRSpec{Signer: SignerClient, CN: "system:node:" + m.cfg.NodeName,
+	signer := SignerClient
+	if len(m.cfg.Organizations) > 0 {
+		signer = SignerAPIClient
+	}
+	return CSRSpec{Signer: signer, CN: "system:node:" + m.cfg.NodeName,
 		Orgs: append([]string{"system:nodes"}, m.cfg.Organizations...), Usages: []string{"digital signature", "client auth"}}
 }
 
