@@ -113,6 +113,7 @@ func run(args []string) int {
 		Credentials:        creds,
 		Profiling:          o.profiling,
 		Log:                log,
+		RootDir:            o.rootDir,
 		CacheDir:           o.diskCachePath,
 		CachePolicy:        o.cachePolicy(),
 		CacheSyncInterval:  o.cacheSync,

@@ -50,6 +50,8 @@ type Config struct {
 	Profiling bool
 	Log       *slog.Logger
 
+	// RootDir is --root-dir: the hub's own files (which tokens belong to which ServiceAccount).
+	RootDir string
 	// CacheDir is the local cache directory; "" disables caching.
 	CacheDir string
 	// CachePolicy says which components' reads are cached.
@@ -89,6 +91,7 @@ type Server struct {
 	filters  *filter.Set
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
+	ids      *identities  // tokens the cloud accepted, by ServiceAccount
 	self     *http.Client // the hub's own requests to its proxy port
 
 	mu        sync.Mutex
@@ -105,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("hub: no cloud server")
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
+	s.ids = newIdentities(cfg.RootDir, cfg.Log)
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
 	if cfg.Credentials != nil {
@@ -198,6 +202,7 @@ func (s *Server) Run(ctx context.Context) error {
 		go s.serveSecure(ctx, addr, i == 0)
 	}
 	go s.checker.Run(ctx, s.balancer.Backends)
+	go s.ids.run(ctx)
 	if s.filters.Uses("servicetopology") {
 		go s.runTopology(ctx, "http://"+s.Addrs()[0].String())
 	}
@@ -224,6 +229,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, hs := range httpServers {
 		_ = hs.Shutdown(shutdownCtx)
 	}
+	s.ids.save()
 	if s.cache != nil {
 		flushCtx, flushed := context.WithTimeout(context.Background(), 4*time.Second)
 		defer flushed()

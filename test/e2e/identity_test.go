@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"io"
@@ -364,6 +365,15 @@ func TestOfflineServiceAccountIsolation(t *testing.T) {
 	if _, err := a.CoreV1().ConfigMaps("identity-off").Get(ctx, "only-for-a", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// kubelet refreshes the pod's token; the pod uses the new one online once.
+	refreshed, err := cluster.Admin.CoreV1().ServiceAccounts("identity-off").CreateToken(ctx, "pod-a", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2 := kubernetes.NewForConfigOrDie(podConfig(h, refreshed.Status.Token))
+	if _, err := a2.CoreV1().ConfigMaps("identity-off").Get(ctx, "only-for-a", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(1500 * time.Millisecond) // one --cache-sync-interval for the cache to write
 
 	relay.Refuse()
@@ -376,8 +386,17 @@ func TestOfflineServiceAccountIsolation(t *testing.T) {
 	if l, err := a.CoreV1().ConfigMaps("identity-off").List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) == 0 {
 		t.Fatalf("offline list as pod-a (its own cache): %v", err)
 	}
+	if l, err := a2.CoreV1().ConfigMaps("identity-off").List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) == 0 {
+		t.Fatalf("offline list as pod-a with its refreshed token (the ServiceAccount's cache): %v", err)
+	}
 	if l, err := b.CoreV1().ConfigMaps("identity-off").List(ctx, metav1.ListOptions{}); err == nil {
 		t.Fatalf("offline list as pod-b answered with %d items pod-a cached", len(l.Items))
+	}
+	// A made-up token claiming to be pod-a (the cloud never accepted it) finds nothing either.
+	enc := base64.RawURLEncoding.EncodeToString
+	forged := enc([]byte(`{"alg":"RS256","kid":"x"}`)) + "." + enc([]byte(`{"sub":"system:serviceaccount:identity-off:pod-a"}`)) + "." + enc([]byte("nope"))
+	if l, err := kubernetes.NewForConfigOrDie(podConfig(h, forged)).CoreV1().ConfigMaps("identity-off").List(ctx, metav1.ListOptions{}); err == nil {
+		t.Fatalf("offline list with a forged pod-a token answered with %d items", len(l.Items))
 	}
 	if _, err := b.CoreV1().ConfigMaps("identity-off").Get(ctx, "only-for-a", metav1.GetOptions{}); err == nil {
 		t.Fatal("offline get as pod-b answered with what pod-a cached")
