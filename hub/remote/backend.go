@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -137,6 +138,14 @@ var ErrNoCredentials = errors.New("remote: cluster credentials not loaded")
 // RoundTrip sends req to this server as route says. It does not alter req: the URL is rewritten
 // on a shallow copy.
 func (b *Backend) RoundTrip(route Route, req *http.Request) (*http.Response, error) {
+	if route.Identity == Node && b.URL.Scheme == "https" {
+		if _, err := b.creds.GetClientCertificate(nil); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, fmt.Errorf("%w: %v", ErrNoCredentials, err) // not the server's fault
+		}
+	}
 	t, err := b.transport(route.Identity, route.Stream && !isUpgrade(req))
 	if err != nil {
 		if req.Body != nil {

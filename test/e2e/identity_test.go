@@ -420,3 +420,79 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// A node whose certificate expired while it was down, and that has no token any more, is not
+// ready; POST /v1/token with a valid token makes it bootstrap again.
+func TestExpiredCertificateBootstrapsAgainWithPostedToken(t *testing.T) {
+	startControllerManager(t, 20*time.Second)
+	dir := t.TempDir()
+	h := startJoiningHub(t, dir, cluster.APIServers[0].URL, true,
+		"--join-token="+joinToken, "--discovery-token-ca-cert-hash="+cluster.CAHash())
+	old := storedCert(t, h, "yurthub-current.pem")
+	h.Stop()
+	time.Sleep(time.Until(old.NotAfter) + time.Second)
+
+	h2 := startJoiningHub(t, dir, cluster.APIServers[0].URL, false)
+	if err := h2.WaitHTTP(context.Background(), "/v1/healthz", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if code, body, _ := h2.Get("/v1/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "join token") {
+		t.Fatalf("readyz with an expired certificate and no token: %d %q", code, body)
+	}
+	for _, tc := range []struct {
+		body string
+		code int
+	}{{`{"jointoken":"bad"}`, http.StatusBadRequest}, {`{"jointoken":"` + joinToken + `"}`, http.StatusOK}} {
+		resp, err := http.Post(h2.HubURL+"/v1/token", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Fatalf("POST /v1/token %s: %d, want %d", tc.body, resp.StatusCode, tc.code)
+		}
+	}
+	if err := h2.WaitHTTP(context.Background(), "/v1/readyz", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := storedCert(t, h2, "yurthub-current.pem"); c.SerialNumber.Cmp(old.SerialNumber) == 0 || !time.Now().Before(c.NotAfter) {
+		t.Fatal("no new certificate after the token was posted")
+	}
+	if u := whoAmI(t, h2.Config("kubectl", false)); u.Username != "system:node:"+harness.NodeName {
+		t.Fatalf("proxied as %q", u.Username)
+	}
+}
+
+// --bootstrap-file: a bootstrap kubeconfig (CA and token) instead of --join-token.
+func TestBootstrapKubeconfigFile(t *testing.T) {
+	startControllerManager(t, 0)
+	ca, err := os.ReadFile(cluster.PKI.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "bootstrap-hub.conf")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: cloud
+  cluster:
+    server: `+cluster.APIServers[0].URL+`
+    certificate-authority-data: `+base64.StdEncoding.EncodeToString(ca)+`
+users:
+- name: bootstrap
+  user:
+    token: `+joinToken+`
+contexts:
+- name: bootstrap
+  context: {cluster: cloud, user: bootstrap}
+current-context: bootstrap
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startJoiningHub(t, dir, cluster.APIServers[0].URL, true, "--bootstrap-file="+kc)
+	if u := whoAmI(t, h.Config("kubectl", false)); u.Username != "system:node:"+harness.NodeName {
+		t.Fatalf("proxied as %q", u.Username)
+	}
+}
