@@ -132,6 +132,9 @@ func (d Discovery) FetchCA(ctx context.Context, server string) ([]byte, error) {
 			for i, c := range certs {
 				have[i] = CAHash(c)
 			}
+			if len(d.CAHashes) == 0 {
+				return nil, fmt.Errorf("%w: no pin given (and no CA from an earlier bootstrap); the cloud's CA is %s", ErrCAHash, strings.Join(have, ", "))
+			}
 			return nil, fmt.Errorf("%w: the cloud's CA is %s", ErrCAHash, strings.Join(have, ", "))
 		}
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,9 @@ type Manager struct {
 	cert atomic.Pointer[tls.Certificate]
 	gen  atomic.Uint64
 	got  time.Time // when cert was obtained; Run's alone
+	// storedPins are the pins of the CA an earlier bootstrap verified (ca.crt in Dir): a new
+	// bootstrap trusts that CA without --discovery-token-ca-cert-hash.
+	storedPins []string
 
 	mu      sync.Mutex
 	token   string
@@ -71,6 +76,7 @@ func NewManager(cfg ManagerConfig) *Manager {
 	if data, err := os.ReadFile(filepath.Join(cfg.Dir, CAName)); err == nil {
 		if p := x509.NewCertPool(); p.AppendCertsFromPEM(data) {
 			m.pool.Store(p)
+			m.storedPins = pinsOf(data)
 		}
 	}
 	if m.pool.Load() != nil {
@@ -145,7 +151,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		switch {
 		case c == nil || !time.Now().Before(c.Leaf.NotAfter):
 			err = m.bootstrap(ctx)
-			if errors.Is(err, ErrCAHash) && c == nil {
+			m.mu.Lock()
+			flagToken := m.token == m.cfg.Token
+			m.mu.Unlock()
+			if errors.Is(err, ErrCAHash) && c == nil && flagToken {
 				m.setErr(err)
 				return err
 			}
@@ -244,6 +253,7 @@ func (m *Manager) bootstrap(ctx context.Context) error {
 	}
 	d := m.cfg.Discovery
 	d.Token = token
+	d.CAHashes = append(append([]string(nil), d.CAHashes...), m.storedPins...)
 	for _, srv := range m.cfg.Servers {
 		caPEM, err := d.FetchCA(ctx, srv)
 		if err != nil {
@@ -300,6 +310,7 @@ func (m *Manager) issue(ctx context.Context, srv string, caPEM []byte, pool *x50
 			return fmt.Errorf("certs: store CA: %w", err)
 		}
 		m.pool.Store(pool)
+		m.storedPins = pinsOf(caPEM)
 	}
 	if err := writeFileAtomic(filepath.Join(m.cfg.Dir, ClientPEMName), pemData, 0o600); err != nil {
 		return fmt.Errorf("certs: store client certificate: %w", err)
@@ -308,4 +319,18 @@ func (m *Manager) issue(ctx context.Context, srv string, caPEM []byte, pool *x50
 	m.setErr(nil)
 	m.log.Info("certs: client certificate issued", "subject", pair.Leaf.Subject.String(), "notAfter", pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	return nil
+}
+
+// pinsOf returns the pins (hex, as ParseCAHash gives them) of the certificates in a PEM bundle.
+func pinsOf(data []byte) []string {
+	var pins []string
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			return pins
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			pins = append(pins, strings.TrimPrefix(CAHash(c), "sha256:"))
+		}
+	}
 }

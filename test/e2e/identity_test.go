@@ -459,9 +459,18 @@ func TestExpiredCertificateBootstrapsAgainWithPostedToken(t *testing.T) {
 	if c := storedCert(t, h2, "yurthub-current.pem"); c.SerialNumber.Cmp(old.SerialNumber) == 0 || !time.Now().Before(c.NotAfter) {
 		t.Fatal("no new certificate after the token was posted")
 	}
-	if u := whoAmI(t, h2.Config("kubectl", false)); u.Username != "system:node:"+harness.NodeName {
-		t.Fatalf("proxied as %q", u.Username)
-	}
+	// The server turns healthy again after --heartbeat-healthy-threshold heartbeats.
+	cs := h2.Client("kubectl", false)
+	eventually(t, 10*time.Second, "proxying as the node again", func() error {
+		r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if r.Status.UserInfo.Username != "system:node:"+harness.NodeName {
+			return errorf("proxied as %q", r.Status.UserInfo.Username)
+		}
+		return nil
+	})
 }
 
 // --bootstrap-file: a bootstrap kubeconfig (CA and token) instead of --join-token.
