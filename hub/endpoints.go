@@ -57,6 +57,11 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "OK")
+	if s.cfg.ServingCert != nil {
+		if _, err := s.cfg.ServingCert(nil); err != nil {
+			fmt.Fprintln(w, "secure port: no serving certificate yet (its kubernetes.io/kubelet-serving CSR awaits approval); pods cannot use the hub until then")
+		}
+	}
 	if s.cache != nil && s.cfg.CacheMaxBytes > 0 && s.cache.Store.Size() >= s.cfg.CacheMaxBytes {
 		fmt.Fprintf(w, "cache full: %d of %d bytes; new objects are not cached\n", s.cache.Store.Size(), s.cfg.CacheMaxBytes)
 	}

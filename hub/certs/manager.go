@@ -176,13 +176,29 @@ func (m *Manager) Run(ctx context.Context) error {
 		if m.Err() != nil {
 			m.setErr(fmt.Errorf("%w: %v", ErrNotLoaded, err))
 		}
-		m.log.Warn("certs: node client certificate", "err", err, "retryIn", backoff)
-		if !sleep(ctx, backoff, m.tokenCh) {
+		wait := jittered(backoff)
+		m.log.Warn("certs: node client certificate", "err", err, "retryIn", wait.Round(time.Millisecond))
+		if !sleep(ctx, wait, m.tokenCh) {
 			return nil
 		}
-		backoff = min(backoff*2, time.Minute)
+		backoff = nextBackoff(backoff, err)
 	}
 	return nil
+}
+
+// nextBackoff doubles the wait between attempts up to a minute, or up to 10 minutes after a
+// denial (a fleet of denied gateways must not file a CSR each per minute).
+func nextBackoff(d time.Duration, err error) time.Duration {
+	limit := time.Minute
+	if errors.Is(err, ErrDenied) {
+		limit = 10 * time.Minute
+	}
+	return min(d*2, limit)
+}
+
+// jittered spreads d by ±20%, so gateways that failed together do not retry together.
+func jittered(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
 // sleep waits d, or until kick fires; false when ctx ended.

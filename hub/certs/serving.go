@@ -103,11 +103,12 @@ func (s *Serving) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Warn("certs: serving certificate", "err", err, "retryIn", backoff)
-			if !sleep(ctx, backoff, nil) {
+			wait := jittered(backoff)
+			s.log.Warn("certs: serving certificate", "err", err, "retryIn", wait.Round(time.Millisecond))
+			if !sleep(ctx, wait, nil) {
 				return
 			}
-			backoff = min(backoff*2, 5*time.Minute)
+			backoff = max(nextBackoff(backoff, err), min(backoff*2, 5*time.Minute))
 			continue
 		}
 		backoff = time.Second
