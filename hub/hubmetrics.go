@@ -52,7 +52,7 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		filterActions: reg.NewCounter("nodehub_filter_objects_total", "Objects filters changed or removed, by filter and action.", "filter", "action"),
 		cacheFull:     reg.NewCounter("nodehub_cache_full_skipped_total", "New objects not cached because the cache reached --cache-max-bytes.", "resource"),
 		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served."),
-		unauthorized:  reg.NewCounter("nodehub_secure_unauthorized_total", "Requests on the secure port refused with 401 because they carried no bearer token."),
+		unauthorized:  reg.NewCounter("nodehub_unauthorized_requests_total", "Requests refused with 401 because they carried no token where the node's identity is never lent: the secure port, or the plain port from a non-loopback address.", "port"),
 	}
 	m.inflightGauge.Set(0)
 	return m

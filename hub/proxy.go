@@ -55,6 +55,12 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := identityOf(r)
+	if id == remote.Passthrough && r.TLS == nil && r.Header.Get("Authorization") == "" {
+		// A client on another host (the port bound with --insecure-allow-remote-proxy): it
+		// must bring its own token; anonymous forwarding would hide whose request it was.
+		s.unauthorized(rec, r, "proxy", "nodehub: requests from other hosts need a bearer token; the node's identity is only lent over loopback")
+		return
+	}
 	if id == remote.Node && s.lease.Owns(ri) {
 		s.lease.ServeHTTP(rec, r, ri)
 		return

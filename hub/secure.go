@@ -70,13 +70,17 @@ func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
 // as is: pods act as their ServiceAccount there, never as the node.
 func (s *Server) serveBearer(w http.ResponseWriter, r *http.Request) {
 	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(tok) == "" {
-		s.metrics.unauthorized.Inc()
-		w.Header().Set("WWW-Authenticate", `Bearer realm="nodehub"`)
-		wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized,
-			"nodehub: the secure port needs a bearer token (a ServiceAccount token); the node's identity is never lent here")
+		s.unauthorized(w, r, "secure", "nodehub: the secure port needs a bearer token (a ServiceAccount token); the node's identity is never lent here")
 		return
 	}
 	s.serveProxy(w, r)
+}
+
+// unauthorized answers 401 with a Status and counts it by port.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, port, msg string) {
+	s.metrics.unauthorized.Inc(port)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="nodehub"`)
+	wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized, msg)
 }
 
 // SecureAddrs returns the secure port's bound addresses.

@@ -320,8 +320,8 @@ func TestSecurePortServiceAccountsNotTheNode(t *testing.T) {
 			t.Fatalf("%s: %d %s, want a 401 Status", name, code, body)
 		}
 	}
-	if v, _ := h.Metric("nodehub_secure_unauthorized_total"); v != 2 {
-		t.Fatalf("nodehub_secure_unauthorized_total %v, want 2", v)
+	if v, _ := h.Metric("nodehub_unauthorized_requests_total{port=\"secure\"}"); v != 2 {
+		t.Fatalf("nodehub_unauthorized_requests_total{port=secure} %v, want 2", v)
 	}
 	if v, _ := h.Metric("nodehub_serving_certificate_expiry_seconds"); v < 3600 {
 		t.Fatalf("nodehub_serving_certificate_expiry_seconds %v", v)
