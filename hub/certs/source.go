@@ -1,6 +1,12 @@
-// Package certs provides the credentials nodehub presents to the cloud: the node's client
-// certificate and the cluster CA, read from files and re-read when the files change (kubelet
-// rotates its certificate in place).
+// Package certs provides the credentials nodehub presents to the cloud and to pods:
+//   - Source: the node's client certificate and the cluster CA read from files (kubelet's), re-read
+//     when the files change (kubelet rotates its certificate in place);
+//   - Manager: a client certificate nodehub obtains itself — the CA learnt from cluster-info with a
+//     join token (JWS and pin checked), a CSR for a key made on the device, renewal at 70–90% of
+//     the lifetime, a new bootstrap when it expired;
+//   - Serving: the secure port's certificate, from a kubelet-serving CSR, renewed the same way.
+//
+// Certificates live in <--root-dir>/pki as PEM (certificate, then key), 0600, replaced atomically.
 package certs
 
 import (
