@@ -80,6 +80,9 @@ func run(args []string) int {
 			}
 		}()
 	} else {
+		if o.bootstrapMode == certs.ModeToken && o.clientCert == "" && o.caFile == "" {
+			log.Info("no --join-token or --bootstrap-file and no bootstrapped certificate: using kubelet's credentials", "kubeconfig", o.kubeletKubeconfig)
+		}
 		src := certs.NewSource(certs.KubeletFiles(o.kubeletKubeconfig, o.clientCert, o.clientKey, o.caFile))
 		if err := src.Err(); err != nil {
 			log.Warn("node credentials not loaded yet; retrying in the background", "err", err)
