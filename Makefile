@@ -26,6 +26,8 @@ unit: ## unit tests and short fuzz runs of the wire parsers
 	go test -run '^$$' -fuzz FuzzProtoListSplitter -fuzztime 10s ./wire
 	go test -run '^$$' -fuzz FuzzWatchSplitters -fuzztime 10s ./wire
 	go test -run '^$$' -fuzz FuzzParseYAML -fuzztime 5s ./hub/certs
+	go test -run '^$$' -fuzz FuzzClusterInfo -fuzztime 5s ./hub/certs
+	go test -run '^$$' -fuzz FuzzCredentialOf -fuzztime 5s ./hub
 
 controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
 	sh test/e2e/controlplane/build.sh

@@ -41,6 +41,12 @@ type options struct {
 	clientCert        string
 	clientKey         string
 	caFile            string
+	joinToken         string
+	bootstrapFile     string
+	caHashes          string
+	skipCAVerify      bool
+	hubCertOrgs       string
+	allowRemoteProxy  bool
 	verbosity         int
 	maxProcs          int
 	cacheAgents       string
@@ -66,12 +72,9 @@ type options struct {
 // notYet are YurtHub (and klog) flags a YurtHub manifest may carry that nodehub accepts and ignores
 // with a warning. The value says whether the flag is boolean.
 var notYet = map[string]bool{
-	"namespace": false, "hub-cert-organizations": false,
-	"join-token":     false,
-	"bootstrap-file": false, "enable-dummy-if": true, "enable-iptables": true,
+	"namespace": false, "enable-dummy-if": true, "enable-iptables": true,
 	"dummy-if-ip": false, "dummy-if-name": false, "enable-node-pool": true,
-	"min-request-timeout": false, "discovery-token-ca-cert-hash": false,
-	"discovery-token-unsafe-skip-ca-verification": true, "enable-coordinator": true,
+	"min-request-timeout": false, "enable-coordinator": true,
 	"coordinator-server-addr": false, "coordinator-storage-prefix": false,
 	"coordinator-storage-addr": false, "leader-elect": true, "leader-elect-lease-duration": false,
 	"leader-elect-renew-deadline": false, "leader-elect-retry-period": false,
@@ -124,7 +127,13 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.IntVar(&o.hbHealthy, "heartbeat-healthy-threshold", 2, "good heartbeats that make it healthy again")
 	fs.IntVar(&o.hbTimeout, "heartbeat-timeout-seconds", 2, "timeout of a heartbeat and of a connect")
 	fs.DurationVar(&o.kubeletGrace, "kubelet-health-grace-period", 40*time.Second, "stop renewing the node lease after kubelet is quiet this long")
-	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", certs.ModeKubeletCertificate, "kubeletcertificate: use kubelet's certificate and CA")
+	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", certs.ModeToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
+	fs.StringVar(&o.joinToken, "join-token", "", "bootstrap token (abcdef.0123456789abcdef) the node joins with")
+	fs.StringVar(&o.bootstrapFile, "bootstrap-file", "", "bootstrap kubeconfig used instead of --join-token")
+	fs.StringVar(&o.caHashes, "discovery-token-ca-cert-hash", "", "sha256:<hex> pins of the cluster CA's public key, comma separated")
+	fs.BoolVar(&o.skipCAVerify, "discovery-token-unsafe-skip-ca-verification", false, "trust the CA cluster-info names without a pin")
+	fs.StringVar(&o.hubCertOrgs, "hub-cert-organizations", "", "organizations added to system:nodes in the node's certificate, comma separated")
+	fs.BoolVar(&o.allowRemoteProxy, "insecure-allow-remote-proxy", false, "allow --bind-proxy-address to be a non-loopback address (its clients must bring their own credentials)")
 	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", certs.KubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
 	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may hold the key)")
 	fs.StringVar(&o.clientKey, "client-key", "", "node client key PEM (default: --client-cert)")
@@ -205,6 +214,9 @@ func (o *options) validate() error {
 			return fmt.Errorf("--%s: %q is not an IP address", a.name, a.v)
 		}
 	}
+	if !net.ParseIP(o.bindProxyAddress).IsLoopback() && !o.allowRemoteProxy {
+		return fmt.Errorf("--bind-proxy-address: %s is not a loopback address; the plain-HTTP proxy port must not be reachable from other hosts (--insecure-allow-remote-proxy to insist)", o.bindProxyAddress)
+	}
 	for _, p := range []struct {
 		name string
 		v    int
@@ -230,8 +242,8 @@ func (o *options) validate() error {
 	if net.ParseIP(o.masterHost) == nil {
 		return fmt.Errorf("--master-service-host: %q is not an IP address", o.masterHost)
 	}
-	if o.proxySecurePort < 1 || o.proxySecurePort > 65535 {
-		return fmt.Errorf("--proxy-secure-port: %d is not a port (1-65535)", o.proxySecurePort)
+	if o.proxySecurePort < 0 || o.proxySecurePort > 65535 {
+		return fmt.Errorf("--proxy-secure-port: %d is not a port (1-65535, or 0 for none)", o.proxySecurePort)
 	}
 	if _, err := filter.New(o.filterConfig()); err != nil {
 		return fmt.Errorf("--disabled-resource-filters/--filter-components: %v", err)
@@ -259,13 +271,59 @@ func (o *options) validate() error {
 	switch o.bootstrapMode {
 	case certs.ModeKubeletCertificate:
 	case certs.ModeToken:
-		if o.clientCert == "" || o.caFile == "" {
-			return errors.New("--bootstrap-mode: token bootstrap is not implemented yet; use kubeletcertificate or --client-cert/--client-key/--ca-file")
+		if o.joinToken != "" {
+			if _, _, err := certs.ParseToken(o.joinToken); err != nil {
+				return fmt.Errorf("--join-token: %v", err)
+			}
+			if o.caHashes == "" && !o.skipCAVerify {
+				return errors.New("--discovery-token-ca-cert-hash: required with --join-token (or --discovery-token-unsafe-skip-ca-verification)")
+			}
+		}
+		for _, h := range strings.Split(o.caHashes, ",") {
+			if strings.TrimSpace(h) == "" {
+				continue
+			}
+			if _, err := certs.ParseCAHash(h); err != nil {
+				return fmt.Errorf("--discovery-token-ca-cert-hash: %v", err)
+			}
+		}
+		if o.bootstrapFile != "" {
+			if _, err := os.Stat(o.bootstrapFile); err != nil {
+				return fmt.Errorf("--bootstrap-file: %v", err)
+			}
 		}
 	default:
 		return fmt.Errorf("--bootstrap-mode: %q is not kubeletcertificate or token", o.bootstrapMode)
 	}
 	return nil
+}
+
+// tokenBootstrap reports whether the node's certificate is obtained by nodehub itself (token
+// mode with a token or bootstrap file, or a certificate a previous bootstrap left in root-dir),
+// rather than read from files.
+func (o *options) tokenBootstrap() bool {
+	if o.bootstrapMode != certs.ModeToken || o.clientCert != "" || o.caFile != "" {
+		return false
+	}
+	if o.joinToken != "" || o.bootstrapFile != "" {
+		return true
+	}
+	_, err := os.Stat(o.pkiDir() + "/" + certs.ClientPEMName)
+	return err == nil
+}
+
+// pkiDir is where the hub keeps its certificates.
+func (o *options) pkiDir() string { return strings.TrimSuffix(o.rootDir, "/") + "/pki" }
+
+// caPins are the --discovery-token-ca-cert-hash values, validated.
+func (o *options) caPins() []string {
+	var out []string
+	for _, h := range strings.Split(o.caHashes, ",") {
+		if v, err := certs.ParseCAHash(h); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (o *options) servers() []string { return splitList(o.serverAddr) }

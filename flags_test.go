@@ -28,7 +28,7 @@ func TestParseFlagsDefaultsAndYurtHubManifest(t *testing.T) {
 	if o.diskCachePath != "/etc/kubernetes/cache/" || o.rootDir != "/var/lib/nodehub" || o.lbMode != "priority" || o.nodePoolName != "pool-a" {
 		t.Fatalf("values: %+v", o)
 	}
-	want := "bootstrap-file namespace enable-dummy-if hub-cert-organizations"
+	want := "namespace enable-dummy-if"
 	if got := strings.Join(o.ignored, " "); got != want {
 		t.Fatalf("ignored flags %q, want %q", got, want)
 	}
@@ -49,7 +49,11 @@ func TestParseFlagsErrorsAreOneLineNamingTheFlag(t *testing.T) {
 		{[]string{"--server-addr=a:1", "--bind-address=localhost"}, "--bind-address"},
 		{[]string{"--server-addr=a:1", "--kubelet-health-grace-period=-1s"}, "--kubelet-health-grace-period"},
 		{[]string{"--server-addr=a:1", "--bootstrap-mode=magic"}, "--bootstrap-mode"},
-		{[]string{"--server-addr=a:1", "--bootstrap-mode=token"}, "--bootstrap-mode"},
+		{[]string{"--server-addr=a:1", "--join-token=abc"}, "--join-token"},
+		{[]string{"--server-addr=a:1", "--join-token=abcdef.0123456789abcdef"}, "--discovery-token-ca-cert-hash"},
+		{[]string{"--server-addr=a:1", "--join-token=abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash=sha256:12"}, "--discovery-token-ca-cert-hash"},
+		{[]string{"--server-addr=a:1", "--bootstrap-file=/nonexistent/bootstrap.conf"}, "--bootstrap-file"},
+		{[]string{"--server-addr=a:1", "--bind-proxy-address=0.0.0.0"}, "--bind-proxy-address"},
 		{[]string{"--server-addr=a:1", "extra"}, "extra"},
 		{[]string{"--server-addr=a:1", "--disabled-resource-filters=nosuch"}, "--disabled-resource-filters"},
 		{[]string{"--server-addr=a:1", "--filter-components=masterservice"}, "filter-components"},

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -57,11 +58,50 @@ func run(args []string) int {
 		log.Warn("flag accepted for YurtHub compatibility but not implemented yet; ignored", "flag", "--"+name)
 	}
 
-	creds := certs.NewSource(certs.KubeletFiles(o.kubeletKubeconfig, o.clientCert, o.clientKey, o.caFile))
-	if err := creds.Err(); err != nil {
-		log.Warn("node credentials not loaded yet; retrying in the background", "err", err)
+	// The node's credentials: bootstrapped and renewed by nodehub (token mode), or kubelet's files.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var (
+		creds    hub.Credentials
+		setToken func(string) error
+		fatal    = make(chan error, 1)
+	)
+	if o.tokenBootstrap() {
+		mgr := certs.NewManager(certs.ManagerConfig{
+			Servers: o.servers(), NodeName: o.nodeName, Organizations: splitList(o.hubCertOrgs), Dir: o.pkiDir(),
+			Token: o.joinToken, Discovery: certs.Discovery{CAHashes: o.caPins(), SkipCAVerification: o.skipCAVerify},
+			BootstrapKubeconfig: o.bootstrapFile, Log: log,
+		})
+		creds, setToken = mgr, mgr.SetToken
+		go func() {
+			if err := mgr.Run(ctx); err != nil {
+				fatal <- err
+				stop()
+			}
+		}()
+	} else {
+		if o.bootstrapMode == certs.ModeToken && o.clientCert == "" && o.caFile == "" {
+			log.Info("no --join-token or --bootstrap-file and no bootstrapped certificate: using kubelet's credentials", "kubeconfig", o.kubeletKubeconfig)
+		}
+		src := certs.NewSource(certs.KubeletFiles(o.kubeletKubeconfig, o.clientCert, o.clientKey, o.caFile))
+		if err := src.Err(); err != nil {
+			log.Warn("node credentials not loaded yet; retrying in the background", "err", err)
+		}
+		creds = src
 	}
-	srv, err := hub.New(hub.Config{
+	var secureAddrs []string
+	var serving *certs.Serving
+	if o.proxySecurePort > 0 {
+		secureAddrs = append(secureAddrs, hostPort(o.bindProxyAddress, o.proxySecurePort))
+		ips := []net.IP{net.ParseIP(o.bindProxyAddress)}
+		if o.masterHost != o.bindProxyAddress {
+			secureAddrs = append(secureAddrs, hostPort(o.masterHost, o.proxySecurePort))
+			ips = append(ips, net.ParseIP(o.masterHost))
+		}
+		serving = certs.NewServing(certs.ServingConfig{Servers: o.servers(), NodeName: o.nodeName, Dir: o.pkiDir(), IPs: ips, Creds: creds, Log: log})
+		go serving.Run(ctx)
+	}
+	cfg := hub.Config{
 		NodeName:           o.nodeName,
 		NodePoolName:       o.nodePoolName,
 		Servers:            o.servers(),
@@ -76,6 +116,7 @@ func run(args []string) int {
 		Credentials:        creds,
 		Profiling:          o.profiling,
 		Log:                log,
+		RootDir:            o.rootDir,
 		CacheDir:           o.diskCachePath,
 		CachePolicy:        o.cachePolicy(),
 		CacheSyncInterval:  o.cacheSync,
@@ -83,7 +124,13 @@ func run(args []string) int {
 		Filters:            o.filterConfig(),
 		MaxInFlight:        o.maxInFlight,
 		CacheMaxBytes:      bytesOf(o.cacheMaxBytes),
-	})
+		SecureAddrs:        secureAddrs,
+		SetToken:           setToken,
+	}
+	if serving != nil {
+		cfg.ServingCert = serving.GetCertificate
+	}
+	srv, err := hub.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodehub:", err)
 		return 1
@@ -91,8 +138,6 @@ func run(args []string) int {
 
 	// The first SIGTERM or SIGINT stops gracefully (in-flight requests end, the cache is flushed and
 	// synced, within 10 s); a second one exits at once.
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -108,6 +153,13 @@ func run(args []string) int {
 	if err := srv.Run(ctx); err != nil {
 		log.Error("nodehub stopped", "err", err)
 		return 1
+	}
+	select {
+	case err := <-fatal:
+		fmt.Fprintln(os.Stderr, "nodehub:", err)
+		log.Error("nodehub stopped", "err", err)
+		return 1
+	default:
 	}
 	log.Info("nodehub stopped")
 	return 0

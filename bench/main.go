@@ -34,7 +34,7 @@ func main() {
 	flag.DurationVar(&o.profile, "profile", time.Minute, "how long the node profile's 10 updates/s run")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
-	flag.StringVar(&o.only, "only", "", "run one section: latency, offline, cache or profile")
+	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, cache or profile")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -91,6 +91,11 @@ func run(o options) error {
 	defer e.c.Stop()
 	if o.only == "" || o.only == "latency" {
 		if err := benchLatency(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "secure" {
+		if err := benchSecure(e, o); err != nil {
 			return err
 		}
 	}

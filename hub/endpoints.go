@@ -1,7 +1,9 @@
 package hub
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -19,6 +21,7 @@ func (s *Server) hubMux() http.Handler {
 		_, _ = s.metrics.reg.WriteTo(w)
 	})
 	mux.HandleFunc("DELETE /v1/cache/{component}", s.dropCache)
+	mux.HandleFunc("POST /v1/token", s.updateToken)
 	if s.cfg.Profiling {
 		mux.HandleFunc("GET /debug/pprof/", servePprof)
 	}
@@ -54,6 +57,11 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "OK")
+	if s.cfg.ServingCert != nil {
+		if _, err := s.cfg.ServingCert(nil); err != nil {
+			fmt.Fprintln(w, "secure port: no serving certificate yet (its kubernetes.io/kubelet-serving CSR awaits approval); pods cannot use the hub until then")
+		}
+	}
 	if s.cache != nil && s.cfg.CacheMaxBytes > 0 && s.cache.Store.Size() >= s.cfg.CacheMaxBytes {
 		fmt.Fprintf(w, "cache full: %d of %d bytes; new objects are not cached\n", s.cache.Store.Size(), s.cfg.CacheMaxBytes)
 	}
@@ -76,4 +84,34 @@ func (s *Server) dropCache(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("cache dropped", "component", comp, "directories", n)
 	fmt.Fprintf(w, "{\"component\":%q,\"removed\":%d}\n", comp, n)
+}
+
+// updateToken replaces the join token: POST /v1/token with {"jointoken":"abcdef.0123456789abcdef"}
+// (YurtHub's body) or the token as plain text. A node whose certificate and token both expired
+// while offline bootstraps again with it.
+func (s *Server) updateToken(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.cfg.SetToken == nil {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintln(w, `{"error":"the node's certificate is not bootstrapped by token (--bootstrap-mode=token with --join-token)"}`)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, "{\"error\":%q}\n", err.Error())
+		return
+	}
+	tok := strings.TrimSpace(string(body))
+	var js map[string]string
+	if json.Unmarshal(body, &js) == nil {
+		tok = strings.TrimSpace(js["jointoken"])
+	}
+	if err := s.cfg.SetToken(tok); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, "{\"error\":%q}\n", "jointoken: "+err.Error())
+		return
+	}
+	s.log.Info("join token replaced")
+	fmt.Fprintln(w, `{"result":"join token updated"}`)
 }

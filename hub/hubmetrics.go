@@ -1,6 +1,9 @@
 package hub
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"math"
 	"strconv"
 
 	"nodehub/cache"
@@ -28,6 +31,7 @@ type hubMetrics struct {
 	filterActions *metrics.CounterVec
 	throttled     *metrics.CounterVec
 	cacheFull     *metrics.CounterVec
+	unauthorized  *metrics.CounterVec
 }
 
 func newHubMetrics(reg *metrics.Registry) *hubMetrics {
@@ -48,9 +52,31 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		filterActions: reg.NewCounter("nodehub_filter_objects_total", "Objects filters changed or removed, by filter and action.", "filter", "action"),
 		cacheFull:     reg.NewCounter("nodehub_cache_full_skipped_total", "New objects not cached because the cache reached --cache-max-bytes.", "resource"),
 		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served."),
+		unauthorized:  reg.NewCounter("nodehub_unauthorized_requests_total", "Requests refused with 401 because they carried no token where the node's identity is never lent: the secure port, or the plain port from a non-loopback address.", "port"),
 	}
 	m.inflightGauge.Set(0)
 	return m
+}
+
+// watchCerts registers the seconds left until the node's client certificate and the hub's
+// serving certificate expire (negative: expired; absent while none is loaded).
+func (m *hubMetrics) watchCerts(client func(*tls.CertificateRequestInfo) (*tls.Certificate, error), serving func(*tls.ClientHelloInfo) (*tls.Certificate, error)) {
+	left := func(c *tls.Certificate, err error) float64 {
+		if err != nil || c == nil || len(c.Certificate) == 0 {
+			return math.NaN()
+		}
+		leaf := c.Leaf
+		if leaf == nil {
+			if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+				return math.NaN()
+			}
+		}
+		return time.Until(leaf.NotAfter).Seconds()
+	}
+	m.reg.NewGaugeFunc("nodehub_client_certificate_expiry_seconds", "Seconds until the node's client certificate expires (NaN: none loaded).", func() float64 { return left(client(nil)) })
+	if serving != nil {
+		m.reg.NewGaugeFunc("nodehub_serving_certificate_expiry_seconds", "Seconds until the secure port's certificate expires (NaN: none yet).", func() float64 { return left(serving(nil)) })
+	}
 }
 
 // watchCache registers the gauges that read the cache's own counters at scrape time.

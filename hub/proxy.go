@@ -2,8 +2,6 @@ package hub
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +24,7 @@ type proxied struct {
 	ri     *wire.RequestInfo
 	client context.Context // the client's own context (the forwarded one also ends when going offline)
 	local  *local.Request  // nil when caching is off
+	cred   credential      // the request's own credential (zero for the node's identity)
 }
 
 // serveProxy handles every request on the proxy port: the node lease from the hub's copy; with the
@@ -56,13 +55,22 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := identityOf(r)
+	if id == remote.Passthrough && r.TLS == nil && r.Header.Get("Authorization") == "" {
+		// A client on another host (the port bound with --insecure-allow-remote-proxy): it
+		// must bring its own token; anonymous forwarding would hide whose request it was.
+		s.unauthorized(rec, r, "proxy", "nodehub: requests from other hosts need a bearer token; the node's identity is only lent over loopback")
+		return
+	}
 	if id == remote.Node && s.lease.Owns(ri) {
 		s.lease.ServeHTTP(rec, r, ri)
 		return
 	}
 	var lreq *local.Request
+	var cred credential
 	if s.local != nil {
-		lreq = &local.Request{Info: ri, Own: cacheOwner(ri, r, id), Shared: id == remote.Node}
+		var own string
+		own, cred = s.cacheOwner(ri, r, id)
+		lreq = &local.Request{Info: ri, Own: own, Shared: id == remote.Node}
 		if !s.state.Online() {
 			s.metrics.offline.Inc(ri.Verb)
 			s.local.ServeHTTP(rec, r, lreq)
@@ -98,7 +106,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 			defer stopTopo()
 		}
 	}
-	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, &proxied{ri: ri, client: r.Context(), local: lreq})
+	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred})
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
 }
 
@@ -151,6 +159,12 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 			if s.cache == nil {
 				return nil
 			}
+			if px.cred.sa != "" && resp.StatusCode/100 == 2 {
+				// The cloud accepted the token: from now on it reads and writes its
+				// ServiceAccount's cache.
+				s.ids.learn(px.cred.hash, px.cred.sa)
+				px.local.Own = ri.Component + "@" + px.cred.sa
+			}
 			var tee io.ReadCloser
 			if ri.IsResource {
 				tee = s.cache.Tee(ri, px.local.Own, resp)
@@ -197,19 +211,24 @@ func isAPIStatus(resp *http.Response) bool {
 	return t == wire.MediaJSON || t == wire.MediaProtobuf
 }
 
-// cacheOwner names whose cache a response goes to: the component for requests made with the
-// node's identity, component@<hash of the credential> for requests that brought their own, so
-// nothing cached for one credential is read back for another.
-func cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) string {
+// cacheOwner names whose cache a request reads and its response goes to: the component for
+// requests made with the node's identity; for requests that brought their own credential,
+// component@<hash of its ServiceAccount> once the cloud accepted the token, else
+// component@<hash of the credential> (see identity.go), so nothing cached for one identity is
+// read back for another.
+func (s *Server) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, credential) {
 	if id == remote.Node {
-		return ri.Component
+		return ri.Component, credential{}
 	}
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
-		return ri.Component + "@anonymous"
+		return ri.Component + "@anonymous", credential{}
 	}
-	sum := sha256.Sum256([]byte(auth))
-	return ri.Component + "@" + hex.EncodeToString(sum[:8])
+	c := credentialOf(auth)
+	if sa := s.ids.owner(c.hash); sa != "" && sa == c.sa {
+		return ri.Component + "@" + sa, c
+	}
+	return ri.Component + "@" + c.hash, c
 }
 
 // recorder remembers the status code; Unwrap lets http.ResponseController reach Flush and Hijack.

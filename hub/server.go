@@ -4,6 +4,7 @@ package hub
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,6 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
-	"nodehub/hub/certs"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
 	"nodehub/hub/remote"
@@ -38,10 +38,20 @@ type Config struct {
 	HeartbeatHealthy   int
 	KubeletGracePeriod time.Duration
 
-	Credentials *certs.Source
-	Profiling   bool
-	Log         *slog.Logger
+	Credentials Credentials
+	// SecureAddrs are host:port the HTTPS proxy port for pods listens on (first one required to
+	// exist on the host; others, like the dummy interface's address, are bound when they appear).
+	// Requests there must carry a bearer token, forwarded as is. Empty: no secure port.
+	SecureAddrs []string
+	// ServingCert is the secure port's certificate hook (certs.Serving.GetCertificate).
+	ServingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token.
+	SetToken  func(string) error
+	Profiling bool
+	Log       *slog.Logger
 
+	// RootDir is --root-dir: the hub's own files (which tokens belong to which ServiceAccount).
+	RootDir string
 	// CacheDir is the local cache directory; "" disables caching.
 	CacheDir string
 	// CachePolicy says which components' reads are cached.
@@ -59,6 +69,13 @@ type Config struct {
 	MaxInFlight int
 }
 
+// Credentials are the node's credentials: what the backends present, and whether they are
+// loaded (certs.Source, certs.Manager).
+type Credentials interface {
+	remote.Credentials
+	Err() error
+}
+
 // Server is a running hub. Build it with New, start it with Run.
 type Server struct {
 	cfg      Config
@@ -74,10 +91,12 @@ type Server struct {
 	filters  *filter.Set
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
+	ids      *identities  // tokens the cloud accepted, by ServiceAccount
 	self     *http.Client // the hub's own requests to its proxy port
 
 	mu        sync.Mutex
 	listeners []net.Listener
+	secure    []net.Addr
 }
 
 // New checks the configuration and prepares the servers; nothing listens until Run.
@@ -89,8 +108,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("hub: no cloud server")
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
+	s.ids = newIdentities(cfg.RootDir, cfg.Log)
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
+	if cfg.Credentials != nil {
+		s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
+	}
 	backends := make([]*remote.Backend, 0, len(cfg.Servers))
 	for _, addr := range cfg.Servers {
 		b, err := remote.NewBackend(addr, cfg.Credentials, cfg.HeartbeatTimeout)
@@ -175,7 +198,11 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()
 	}
+	for i, addr := range s.cfg.SecureAddrs {
+		go s.serveSecure(ctx, addr, i == 0)
+	}
 	go s.checker.Run(ctx, s.balancer.Backends)
+	go s.ids.run(ctx)
 	if s.filters.Uses("servicetopology") {
 		go s.runTopology(ctx, "http://"+s.Addrs()[0].String())
 	}
@@ -202,6 +229,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, hs := range httpServers {
 		_ = hs.Shutdown(shutdownCtx)
 	}
+	s.ids.save()
 	if s.cache != nil {
 		flushCtx, flushed := context.WithTimeout(context.Background(), 4*time.Second)
 		defer flushed()

@@ -1,6 +1,12 @@
-// Package certs provides the credentials nodehub presents to the cloud: the node's client
-// certificate and the cluster CA, read from files and re-read when the files change (kubelet
-// rotates its certificate in place).
+// Package certs provides the credentials nodehub presents to the cloud and to pods:
+//   - Source: the node's client certificate and the cluster CA read from files (kubelet's), re-read
+//     when the files change (kubelet rotates its certificate in place);
+//   - Manager: a client certificate nodehub obtains itself — the CA learnt from cluster-info with a
+//     join token (JWS and pin checked), a CSR for a key made on the device, renewal at 70–90% of
+//     the lifetime, a new bootstrap when it expired;
+//   - Serving: the secure port's certificate, from a kubelet-serving CSR, renewed the same way.
+//
+// Certificates live in <--root-dir>/pki as PEM (certificate, then key), 0600, replaced atomically.
 package certs
 
 import (
@@ -83,6 +89,7 @@ type Source struct {
 	certMod time.Time
 	checked time.Time
 	err     error
+	gen     uint64
 }
 
 // NewSource reads the credentials once; a failure is remembered (see Err) and retried later.
@@ -168,6 +175,15 @@ func (s *Source) setCert(c tls.Certificate, err error) {
 		return // a half-written rotation: keep serving the previous certificate
 	}
 	s.cert, s.err = &c, nil
+	s.gen++
+}
+
+// Generation changes each time a new client certificate is loaded (kubelet rotated it).
+func (s *Source) Generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reloadLocked(false)
+	return s.gen
 }
 
 func (s *Source) loadCA() (*x509.CertPool, error) {

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -58,10 +59,18 @@ func RouteOf(ctx context.Context) Route {
 	return r
 }
 
-// Credentials gives a Backend what it needs for TLS. certs.Source implements it.
+// Credentials gives a Backend what it needs for TLS. certs.Source and certs.Manager implement it.
 type Credentials interface {
 	CAPool() *x509.CertPool
 	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+}
+
+// Rotating is implemented by Credentials whose client certificate changes: when Generation
+// changes, the node's connections are replaced (new requests dial with the new certificate; the
+// old connections end once idle), so a renewed certificate is used at once and an old one is
+// not presented until it expires.
+type Rotating interface {
+	Generation() uint64
 }
 
 // Backend is one cloud kube-apiserver.
@@ -76,6 +85,7 @@ type Backend struct {
 
 	mu         sync.Mutex
 	transports [4]*http.Transport // [identity*2 + http2]
+	nodeGen    uint64             // the credentials' Generation the node transports were made for
 
 	health health
 }
@@ -128,6 +138,14 @@ var ErrNoCredentials = errors.New("remote: cluster credentials not loaded")
 // RoundTrip sends req to this server as route says. It does not alter req: the URL is rewritten
 // on a shallow copy.
 func (b *Backend) RoundTrip(route Route, req *http.Request) (*http.Response, error) {
+	if route.Identity == Node && b.URL.Scheme == "https" {
+		if _, err := b.creds.GetClientCertificate(nil); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, fmt.Errorf("%w: %v", ErrNoCredentials, err) // not the server's fault
+		}
+	}
 	t, err := b.transport(route.Identity, route.Stream && !isUpgrade(req))
 	if err != nil {
 		if req.Body != nil {
@@ -149,6 +167,20 @@ func (b *Backend) transport(id Identity, h2 bool) (*http.Transport, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if r, ok := b.creds.(Rotating); ok && id == Node {
+		if g := r.Generation(); g != b.nodeGen {
+			// A new client certificate: requests in flight finish on their connections (the
+			// old certificate is still valid: renewal happens at 70–90% of its life); idle
+			// ones close now, busy ones when the old transport's idle timeout passes.
+			for j := int(Node) * 2; j < int(Node)*2+2; j++ {
+				if old := b.transports[j]; old != nil {
+					old.CloseIdleConnections()
+					b.transports[j] = nil
+				}
+			}
+			b.nodeGen = g
+		}
+	}
 	if t := b.transports[i]; t != nil {
 		return t, nil
 	}

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -89,6 +90,13 @@ func (c *Checker) loop(ctx context.Context, b *Backend) {
 			return
 		}
 		c.report(b, err)
+		if errors.Is(err, ErrNoCredentials) {
+			// The node cannot reach the cloud without credentials (served from the cache
+			// meanwhile); the check costs no traffic, so look again soon: the server turns
+			// healthy within HealthyThreshold seconds of a bootstrapped or renewed certificate.
+			t.Reset(min(time.Second, c.Interval))
+			continue
+		}
 		t.Reset(c.Interval)
 	}
 }

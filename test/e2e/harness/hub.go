@@ -47,10 +47,13 @@ func BuildNodehub(dir string) (string, error) {
 // Hub is a running nodehub process.
 type Hub struct {
 	*Proc
-	ProxyPort, HubPort int
-	// ProxyURL is the plain-HTTP proxy port node clients use; HubURL the hub's own endpoints.
-	ProxyURL, HubURL string
-	CacheDir         string
+	ProxyPort, HubPort, SecurePort int
+	// ProxyURL is the plain-HTTP proxy port node clients use; HubURL the hub's own endpoints;
+	// SecureURL the HTTPS port for pods (bearer tokens only).
+	ProxyURL, HubURL, SecureURL string
+	CacheDir                    string
+	// RootDir is --root-dir (the hub's certificates are in RootDir/pki).
+	RootDir string
 }
 
 // HubOptions configure StartHub.
@@ -66,6 +69,9 @@ type HubOptions struct {
 	NoWait bool
 	// Emulator, when set, runs Bin under it (qemu-aarch64-static for an arm64 binary).
 	Emulator string
+	// Bootstrap leaves out the node's certificate and CA flags: the hub gets its identity by
+	// itself (--join-token and friends in Args).
+	Bootstrap bool
 }
 
 // StartHub starts nodehub with the node's certificate and fast heartbeats and waits for its healthz.
@@ -73,17 +79,21 @@ func (c *Cluster) StartHub(ctx context.Context, o HubOptions) (*Hub, error) {
 	if o.Servers == "" {
 		o.Servers = c.Servers()
 	}
-	h := &Hub{ProxyPort: FreePort(), HubPort: FreePort(), CacheDir: filepath.Join(o.Dir, "cache")}
+	h := &Hub{ProxyPort: FreePort(), HubPort: FreePort(), SecurePort: FreePort(), CacheDir: filepath.Join(o.Dir, "cache"), RootDir: filepath.Join(o.Dir, "root")}
 	h.ProxyURL = "http://127.0.0.1:" + strconv.Itoa(h.ProxyPort)
 	h.HubURL = "http://127.0.0.1:" + strconv.Itoa(h.HubPort)
+	h.SecureURL = "https://127.0.0.1:" + strconv.Itoa(h.SecurePort)
 	args := []string{
 		"--server-addr=" + o.Servers,
 		"--node-name=" + NodeName,
 		"--proxy-port=" + strconv.Itoa(h.ProxyPort),
 		"--serve-port=" + strconv.Itoa(h.HubPort),
-		"--client-cert=" + c.NodeCert, "--client-key=" + c.NodeKey, "--ca-file=" + c.PKI.CAFile,
-		"--disk-cache-path=" + h.CacheDir, "--root-dir=" + filepath.Join(o.Dir, "root"),
+		"--proxy-secure-port=" + strconv.Itoa(h.SecurePort),
+		"--disk-cache-path=" + h.CacheDir, "--root-dir=" + h.RootDir,
 		"--heartbeat-interval-seconds=1", "--v=4",
+	}
+	if !o.Bootstrap {
+		args = append(args, "--client-cert="+c.NodeCert, "--client-key="+c.NodeKey, "--ca-file="+c.PKI.CAFile)
 	}
 	h.Proc = &Proc{Name: "nodehub", Path: o.Bin, Args: append(args, o.Args...), Env: o.Env, LogFile: filepath.Join(o.Dir, "nodehub.log")}
 	if o.Emulator != "" {

@@ -1,0 +1,196 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Offline identity. A request that brings its own bearer token is cached under
+// <component>@<hash>, never with the node's data. For a ServiceAccount token the hash is of the
+// ServiceAccount, so a pod whose token kubelet refreshed still finds what it cached; for any
+// other credential it is of the credential itself.
+//
+// A token's claims cannot be checked offline, so the ServiceAccount is trusted only once the
+// cloud accepted the token: until then (and for every token the cloud never answered with a
+// 2xx) the request reads and writes the cache of the token's own hash, which a forged token
+// finds empty. Which token hashes belong to which ServiceAccount is kept in memory (bounded) and
+// in one small file under --root-dir, rewritten at most once per identitySaveEvery, so a hub
+// restarted offline still knows its pods.
+
+const (
+	maxIdentities     = 1024
+	identitySaveEvery = time.Minute
+	identityFile      = "identities.json"
+)
+
+// credential is what the hub knows of a request's own credential.
+type credential struct {
+	hash string // of the Authorization header
+	sa   string // hash of the ServiceAccount the token claims, "" when it is not one
+}
+
+// credentialOf reads the Authorization header (hashes only; the token is not kept).
+func credentialOf(auth string) credential {
+	c := credential{hash: shortHash(auth)}
+	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok {
+		if sub := serviceAccountOf(strings.TrimSpace(tok)); sub != "" {
+			c.sa = shortHash("sa:" + sub)
+		}
+	}
+	return c
+}
+
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+// serviceAccountOf returns the "sub" claim of a JWT when it names a ServiceAccount
+// (system:serviceaccount:<ns>:<name>), without checking the signature: the caller trusts it only
+// after the cloud did.
+func serviceAccountOf(tok string) string {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 || len(parts[1]) > 8192 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || !strings.HasPrefix(claims.Sub, "system:serviceaccount:") {
+		return ""
+	}
+	return claims.Sub
+}
+
+// identities maps hashes of tokens the cloud accepted to the hash of their ServiceAccount.
+type identities struct {
+	path string // "" keeps them in memory only
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	m     map[string]string
+	order []string // insertion order, for eviction
+	dirty bool
+}
+
+func newIdentities(rootDir string, log *slog.Logger) *identities {
+	id := &identities{log: log, m: map[string]string{}}
+	if rootDir != "" {
+		id.path = filepath.Join(rootDir, identityFile)
+		if data, err := os.ReadFile(id.path); err == nil {
+			var saved [][2]string
+			if json.Unmarshal(data, &saved) == nil {
+				for _, e := range saved {
+					id.addLocked(e[0], e[1])
+				}
+			}
+			id.dirty = false
+		}
+	}
+	return id
+}
+
+// owner returns the ServiceAccount hash the cloud vouched for, or "".
+func (id *identities) owner(tokenHash string) string {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.m[tokenHash]
+}
+
+// learn records that the cloud accepted the token with hash tokenHash as ServiceAccount sa.
+func (id *identities) learn(tokenHash, sa string) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if id.m[tokenHash] == sa {
+		return
+	}
+	id.addLocked(tokenHash, sa)
+}
+
+func (id *identities) addLocked(tokenHash, sa string) {
+	if _, ok := id.m[tokenHash]; !ok {
+		id.order = append(id.order, tokenHash)
+	}
+	id.m[tokenHash] = sa
+	for len(id.order) > maxIdentities {
+		delete(id.m, id.order[0])
+		id.order = id.order[1:]
+	}
+	id.dirty = true
+}
+
+// run saves the map when it changed, at most once per identitySaveEvery, until ctx ends (the
+// hub saves once more when it stops).
+func (id *identities) run(ctx context.Context) {
+	t := time.NewTicker(identitySaveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			id.save()
+		}
+	}
+}
+
+func (id *identities) save() {
+	id.mu.Lock()
+	if !id.dirty || id.path == "" {
+		id.mu.Unlock()
+		return
+	}
+	saved := make([][2]string, 0, len(id.order))
+	for _, h := range id.order {
+		saved = append(saved, [2]string{h, id.m[h]})
+	}
+	id.dirty = false
+	id.mu.Unlock()
+	data, _ := json.Marshal(saved)
+	if err := writeFileAtomic(id.path, data); err != nil {
+		id.log.Warn("identities: save", "err", err)
+		id.mu.Lock()
+		id.dirty = true
+		id.mu.Unlock()
+	}
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and renames it over path:
+// a crash leaves the old file or the new one.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}

@@ -1,0 +1,23 @@
+package hub
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzCredentialOf: any Authorization header is hashed without panicking, and only a JWT whose
+// sub names a ServiceAccount gets a ServiceAccount hash.
+func FuzzCredentialOf(f *testing.F) {
+	f.Add("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a"}`))
+	f.Add("Bearer a.b.c")
+	f.Add("Basic dXNlcjpwdw==")
+	f.Fuzz(func(t *testing.T, auth string) {
+		c := credentialOf(auth)
+		if c.hash == "" {
+			t.Fatal("no hash")
+		}
+		if c.sa != "" && !strings.HasPrefix(auth, "Bearer ") {
+			t.Fatalf("%q: ServiceAccount from a non-bearer credential", auth)
+		}
+	})
+}

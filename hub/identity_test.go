@@ -1,0 +1,51 @@
+package hub
+
+import (
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func jwt(claims string) string {
+	e := base64.RawURLEncoding.EncodeToString
+	return e([]byte(`{"alg":"RS256"}`)) + "." + e([]byte(claims)) + "." + e([]byte("sig"))
+}
+
+func TestCredentialOf(t *testing.T) {
+	a1 := credentialOf("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a","exp":1}`))
+	a2 := credentialOf("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a","exp":2}`))
+	b := credentialOf("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:b"}`))
+	if a1.sa == "" || a1.sa != a2.sa || a1.hash == a2.hash || a1.sa == b.sa {
+		t.Fatalf("a1 %+v a2 %+v b %+v", a1, a2, b)
+	}
+	for _, auth := range []string{"Bearer abcdef.0123456789abcdef", "Basic dXNlcjpwdw==", "Bearer " + jwt(`{"sub":"alice"}`), "Bearer a.!!!.c"} {
+		if c := credentialOf(auth); c.sa != "" || c.hash == "" {
+			t.Errorf("%q: %+v, want no ServiceAccount", auth, c)
+		}
+	}
+}
+
+func TestIdentitiesLearnEvictSaveLoad(t *testing.T) {
+	dir := t.TempDir()
+	id := newIdentities(dir, slog.Default())
+	if id.owner("t1") != "" {
+		t.Fatal("unknown token has an owner")
+	}
+	for i := 0; i < maxIdentities+10; i++ {
+		id.learn(fmt.Sprintf("t%d", i), "sa")
+	}
+	if id.owner("t0") != "" || id.owner(fmt.Sprintf("t%d", maxIdentities+9)) != "sa" || len(id.m) != maxIdentities {
+		t.Fatalf("eviction: %d entries", len(id.m))
+	}
+	id.save()
+	if st, err := os.Stat(filepath.Join(dir, identityFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("saved file: %v %v", st, err)
+	}
+	again := newIdentities(dir, slog.Default())
+	if again.owner("t20") != "sa" || again.owner("t5") != "" || again.dirty {
+		t.Fatal("not loaded as saved")
+	}
+}

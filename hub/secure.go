@@ -1,0 +1,91 @@
+package hub
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"nodehub/wire"
+)
+
+// secureRetry is how often a secure address that could not be bound is tried again (the
+// dummy interface's address appears after the hub starts).
+const secureRetry = 30 * time.Second
+
+// serveSecure serves the HTTPS proxy port for pods on addr until ctx ends. A bind failure is not
+// fatal: the node's own clients use the plain port, so the hub keeps serving them and tries the
+// address again every secureRetry (logged once, at warning for the main address).
+func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
+	var ln net.Listener
+	for warned := false; ; warned = true {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		if !warned {
+			lvl := slog.LevelInfo
+			if main {
+				lvl = slog.LevelWarn
+			}
+			s.log.Log(ctx, lvl, "secure port: cannot listen yet; retrying", "addr", addr, "err", err, "every", secureRetry)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(secureRetry):
+		}
+	}
+	hs := &http.Server{
+		Handler:           http.HandlerFunc(s.serveBearer),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		TLSConfig:         &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12},
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	s.log.Info("listening", "port", "secure", "addr", ln.Addr().String())
+	s.mu.Lock()
+	s.secure = append(s.secure, ln.Addr())
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.ServeTLS(ln, "", "")
+	}()
+	select {
+	case <-ctx.Done():
+	case <-done:
+		return
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shutdownCtx)
+}
+
+// serveBearer admits a request on the secure port only with a bearer token, which is forwarded
+// as is: pods act as their ServiceAccount there, never as the node.
+func (s *Server) serveBearer(w http.ResponseWriter, r *http.Request) {
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(tok) == "" {
+		s.unauthorized(w, r, "secure", "nodehub: the secure port needs a bearer token (a ServiceAccount token); the node's identity is never lent here")
+		return
+	}
+	s.serveProxy(w, r)
+}
+
+// unauthorized answers 401 with a Status and counts it by port.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, port, msg string) {
+	s.metrics.unauthorized.Inc(port)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="nodehub"`)
+	wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized, msg)
+}
+
+// SecureAddrs returns the secure port's bound addresses.
+func (s *Server) SecureAddrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]net.Addr(nil), s.secure...)
+}
