@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -83,6 +84,8 @@ func run(args []string) int {
 		Filters:            o.filterConfig(),
 		MaxInFlight:        o.maxInFlight,
 		CacheMaxBytes:      bytesOf(o.cacheMaxBytes),
+		DummyIf:            hub.DummyIf{Enabled: o.dummyIfEnabled, Name: o.dummyIfName, IP: net.ParseIP(o.dummyIfIP), Cleanup: o.dummyIfCleanup},
+		StaticPodPath:      o.staticPodPath,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodehub:", err)

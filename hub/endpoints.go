@@ -19,6 +19,7 @@ func (s *Server) hubMux() http.Handler {
 		_, _ = s.metrics.reg.WriteTo(w)
 	})
 	mux.HandleFunc("DELETE /v1/cache/{component}", s.dropCache)
+	s.ota.Register(mux)
 	if s.cfg.Profiling {
 		mux.HandleFunc("GET /debug/pprof/", servePprof)
 	}
@@ -54,6 +55,11 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "OK")
+	if s.dummy != nil {
+		if err := s.dummy.Err(); err != nil {
+			fmt.Fprintf(w, "hub address %s on %s not in place (pods cannot reach the hub there): %v\n", s.dummy.IP, s.dummy.Name, err)
+		}
+	}
 	if s.cache != nil && s.cfg.CacheMaxBytes > 0 && s.cache.Store.Size() >= s.cfg.CacheMaxBytes {
 		fmt.Fprintf(w, "cache full: %d of %d bytes; new objects are not cached\n", s.cache.Store.Size(), s.cfg.CacheMaxBytes)
 	}

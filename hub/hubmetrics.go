@@ -28,6 +28,8 @@ type hubMetrics struct {
 	filterActions *metrics.CounterVec
 	throttled     *metrics.CounterVec
 	cacheFull     *metrics.CounterVec
+	dummyEnsures  *metrics.CounterVec
+	otaActions    *metrics.CounterVec
 }
 
 func newHubMetrics(reg *metrics.Registry) *hubMetrics {
@@ -49,8 +51,18 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		cacheFull:     reg.NewCounter("nodehub_cache_full_skipped_total", "New objects not cached because the cache reached --cache-max-bytes.", "resource"),
 		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served."),
 	}
+	m.dummyEnsures = reg.NewCounter("nodehub_dummy_if_ensures_total", "Checks (and repairs) of the hub's link and address, by result (ok, error).", "result")
+	m.otaActions = reg.NewCounter("nodehub_ota_actions_total", "Upgrade and imagepull requests on the hub API, by action and answer code.", "action", "code")
 	m.inflightGauge.Set(0)
 	return m
+}
+
+func (m *hubMetrics) dummyEnsured(err error) {
+	if err != nil {
+		m.dummyEnsures.Inc("error")
+		return
+	}
+	m.dummyEnsures.Inc("ok")
 }
 
 // watchCache registers the gauges that read the cache's own counters at scrape time.

@@ -110,7 +110,7 @@ var errNotAPI = errors.New("nodehub: the cloud answered with a 5xx that is not a
 // for a request without credentials of its own that came over loopback; anything else keeps its
 // own (a bearer token, or none).
 func identityOf(r *http.Request) remote.Identity {
-	if r.Header.Get("Authorization") != "" || r.TLS != nil {
+	if r.Header.Get("Authorization") != "" || r.TLS != nil || r.Context().Value(untrustedKey{}) != nil {
 		return remote.Passthrough
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

@@ -17,8 +17,10 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/certs"
+	"nodehub/hub/dummyif"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
+	"nodehub/hub/ota"
 	"nodehub/hub/remote"
 )
 
@@ -57,6 +59,30 @@ type Config struct {
 	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
 	// beyond it clients get 429 with Retry-After. 0: no bound.
 	MaxInFlight int
+	// DummyIf is the hub's address on the node (--enable-dummy-if and friends).
+	DummyIf DummyIf
+	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes.
+	StaticPodPath string
+}
+
+// DummyIf is the hub's own address on the node: a link (Name) holding IP, kept in place by the
+// hub, on which the proxy ports listen too (pods reach the hub there). Zero: none.
+type DummyIf struct {
+	Enabled bool
+	Name    string
+	IP      net.IP
+	// Cleanup removes the link when the hub stops (YurtHub keeps it by default).
+	Cleanup bool
+}
+
+// ExtraHosts are the addresses, besides the configured bind addresses, the proxy ports listen on:
+// the dummy link's IP when enabled. Requests arriving there never get the node's identity (see
+// tokenOnly); the secure port listens on them too.
+func (c Config) ExtraHosts() []string {
+	if c.DummyIf.Enabled && c.DummyIf.IP != nil {
+		return []string{c.DummyIf.IP.String()}
+	}
+	return nil
 }
 
 // Server is a running hub. Build it with New, start it with Run.
@@ -74,7 +100,9 @@ type Server struct {
 	filters  *filter.Set
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
-	self     *http.Client // the hub's own requests to its proxy port
+	self     *http.Client  // the hub's own requests to its proxy port
+	dummy    *dummyif.Link // nil without --enable-dummy-if
+	ota      *ota.Handler
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -140,6 +168,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.filters = fs
 	s.proxy = s.newReverseProxy()
+	if d := cfg.DummyIf; d.Enabled {
+		s.dummy = &dummyif.Link{Name: d.Name, IP: d.IP, Log: cfg.Log, OnEnsure: s.metrics.dummyEnsured}
+	}
+	s.ota = s.newOTA()
 	return s, nil
 }
 
@@ -147,17 +179,34 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	servers := []struct {
+	type server struct {
 		name, addr string
 		h          http.Handler
-	}{
-		{"proxy", s.cfg.ProxyAddr, http.HandlerFunc(s.serveProxy)},
-		{"hub", s.cfg.HubAddr, s.hubMux()},
+		freebind   bool // the address may not be on the node yet (the dummy link comes later)
+	}
+	servers := []server{
+		{"proxy", s.cfg.ProxyAddr, http.HandlerFunc(s.serveProxy), false},
+		{"hub", s.cfg.HubAddr, s.hubMux(), false},
+	}
+	if _, port, err := net.SplitHostPort(s.cfg.ProxyAddr); err == nil {
+		for _, host := range s.cfg.ExtraHosts() {
+			servers = append(servers, server{"proxy", net.JoinHostPort(host, port), tokenOnly(http.HandlerFunc(s.serveProxy)), true})
+		}
+	}
+	if s.dummy != nil {
+		go s.dummy.Run(ctx) // the listeners above bind with IP_FREEBIND: they need not wait for it
+		if s.cfg.DummyIf.Cleanup {
+			defer func() {
+				if err := s.dummy.Remove(); err != nil {
+					s.log.Warn("could not remove the hub's link", "err", err)
+				}
+			}()
+		}
 	}
 	errc := make(chan error, len(servers))
 	var httpServers []*http.Server
 	for _, sv := range servers {
-		ln, err := net.Listen("tcp", sv.addr)
+		ln, err := listen(ctx, sv.addr, sv.freebind)
 		if err != nil {
 			return fmt.Errorf("hub: %s port: %w", sv.name, err)
 		}

@@ -1,0 +1,43 @@
+package hub
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+
+	"nodehub/wire"
+)
+
+// listen opens a TCP listener; with freebind it may bind an address the node does not hold yet
+// (the dummy link's, before the link is made or while it cannot be), and starts answering on it
+// as soon as the address appears.
+func listen(ctx context.Context, addr string, freebind bool) (net.Listener, error) {
+	lc := net.ListenConfig{}
+	if freebind {
+		lc.Control = setFreebind
+	}
+	return lc.Listen(ctx, "tcp", addr)
+}
+
+// untrustedKey marks a request that arrived on a listener not bound to loopback.
+type untrustedKey struct{}
+
+// tokenOnly guards the proxy port on a non-loopback address (the dummy link's, where pods
+// arrive): a request must bring its own bearer token, which goes to the cloud as is; without one
+// it gets 401 and never the node's identity, whatever its source address.
+func tokenOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hasBearer(r.Header.Get("Authorization")) {
+			wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized,
+				"nodehub: requests on this address must carry a bearer token (a ServiceAccount token)")
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), untrustedKey{}, true)))
+	})
+}
+
+func hasBearer(auth string) bool {
+	const p = "bearer "
+	return len(auth) > len(p) && strings.EqualFold(auth[:len(p)], p)
+}

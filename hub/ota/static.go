@@ -1,0 +1,90 @@
+package ota
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// upgradeStatic is YurtHub's static pod upgrade: the YurtStaticSet's manifest is the one data
+// entry of ConfigMap yurt-static-set-<static name> in the pod's namespace; it replaces
+// <StaticPodPath>/<entry>.yaml and kubelet restarts the pod from it. The old manifest is kept as
+// .<entry>.yaml.bak beside it (kubelet ignores dot files).
+func (h *Handler) upgradeStatic(ctx context.Context, p *pod) (answer, bool) {
+	static := staticName(p.Metadata.Name, h.NodeName)
+	if static == "" {
+		return fail(http.StatusInternalServerError, "Static pod pre-check failed, pod name doesn't meet static pod's format"), false
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	err := h.call(ctx, http.MethodGet, "/api/v1/namespaces/"+p.Metadata.Namespace+"/configmaps/"+StaticSetConfigMapPrefix+static, "", nil, &cm)
+	if isNotFound(err) {
+		return fail(http.StatusForbidden, "Configmap for static pod does not exist"), false
+	}
+	if err != nil {
+		return fail(http.StatusInternalServerError, "Static pod pre-check failed, %v", err), false
+	}
+	var manifest, data string
+	for k, v := range cm.Data {
+		manifest, data = k, v
+	}
+	if len(cm.Data) != 1 || data == "" {
+		return fail(http.StatusInternalServerError, "Apply update failed, configmap %s%s must hold one non-empty manifest", StaticSetConfigMapPrefix, static), false
+	}
+	if strings.ContainsAny(manifest, `/\`) || strings.HasPrefix(manifest, ".") {
+		return fail(http.StatusInternalServerError, "Apply update failed, %q is not a manifest file name", manifest), false
+	}
+	if err := writeManifest(h.StaticPodPath, manifest+".yaml", []byte(data)); err != nil {
+		return fail(http.StatusInternalServerError, "Apply update failed, %v", err), false
+	}
+	return answer{}, true
+}
+
+// writeManifest replaces dir/name atomically: a hidden temp file in dir is written and synced,
+// the old file is kept as .name.bak, the temp file is renamed over name, and dir is synced. After
+// a crash, kubelet sees the old manifest or the new one, never a torn one.
+func writeManifest(dir, name string, data []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	target := filepath.Join(dir, name)
+	if old, err := os.ReadFile(target); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, "."+name+".bak"), old, 0o600); err != nil {
+			return fmt.Errorf("back up %s: %w", target, err)
+		}
+	}
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // gone after the rename; cleans up on failure
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", target, err)
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func nowRFC3339() string { return time.Now().UTC().Format(time.RFC3339) }
