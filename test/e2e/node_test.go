@@ -130,7 +130,7 @@ func TestDummyIfPodsReachTheHubInNetns(t *testing.T) {
 // TestDummyIfCleanupOnStop: with --cleanup-dummy-if the link goes when nodehub stops.
 func TestDummyIfCleanupOnStop(t *testing.T) {
 	ns := newNetns(t)
-	h := startHubInNetns(t, ns, ns.wrapper(t, ""), "--cleanup-dummy-if", "--dummy-if-ip=169.254.2.7", "--dummy-if-name=nodehub0")
+	h := startHubInNetns(t, ns, ns.wrapper(t, ""), "--enable-dummy-if=true", "--cleanup-dummy-if", "--dummy-if-ip=169.254.2.7", "--dummy-if-name=nodehub0")
 	eventually(t, 10*time.Second, "nodehub0 with 169.254.2.7", func() error {
 		_, addrs, err := ns.Interface("nodehub0")
 		if err != nil {

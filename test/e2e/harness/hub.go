@@ -84,6 +84,9 @@ func (c *Cluster) StartHub(ctx context.Context, o HubOptions) (*Hub, error) {
 		"--client-cert=" + c.NodeCert, "--client-key=" + c.NodeKey, "--ca-file=" + c.PKI.CAFile,
 		"--disk-cache-path=" + h.CacheDir, "--root-dir=" + filepath.Join(o.Dir, "root"),
 		"--heartbeat-interval-seconds=1", "--v=4",
+		// Tests run on the host's network namespace: the hub's link is made only in a namespace a
+		// test creates (node_test.go turns it on there).
+		"--enable-dummy-if=false",
 	}
 	h.Proc = &Proc{Name: "nodehub", Path: o.Bin, Args: append(args, o.Args...), Env: o.Env, LogFile: filepath.Join(o.Dir, "nodehub.log")}
 	if o.Emulator != "" {
