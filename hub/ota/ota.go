@@ -212,9 +212,24 @@ type errStatus struct {
 func (e *errStatus) Error() string { return e.msg }
 
 // isNotFound reports whether the cloud answered 404.
-func isNotFound(err error) bool {
+func isNotFound(err error) bool { return cloudCode(err) == http.StatusNotFound }
+
+// cloudCode is the HTTP code of the cloud's answer in err (0 when it did not answer).
+func cloudCode(err error) int {
 	var se *errStatus
-	return errors.As(err, &se) && se.code == http.StatusNotFound
+	if errors.As(err, &se) {
+		return se.code
+	}
+	return 0
+}
+
+// getPodFailed answers a failed read of the pod as YurtHub does (500), except a 403 of the cloud:
+// with the node's identity that means the pod is not bound to this node, YurtHub's 403 case.
+func getPodFailed(err error) answer {
+	if cloudCode(err) == http.StatusForbidden {
+		return fail(http.StatusForbidden, "Pre check update pod failed, the pod is not on this node: %v", err)
+	}
+	return fail(http.StatusInternalServerError, "Get pod failed, %v", err)
 }
 
 // call sends one request to the cloud and decodes a JSON answer into out (when not nil).

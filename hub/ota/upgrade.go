@@ -16,7 +16,7 @@ import (
 func (h *Handler) upgrade(ctx context.Context, ns, name string) answer {
 	p, err := h.getPod(ctx, ns, name)
 	if err != nil {
-		return fail(http.StatusInternalServerError, "Get pod failed, %v", err)
+		return getPodFailed(err)
 	}
 	if err := p.checkStatus(h.NodeName); err != nil {
 		return fail(http.StatusForbidden, "Pre check update pod failed, %v", err)
@@ -59,7 +59,7 @@ func (h *Handler) deletePod(ctx context.Context, p *pod) error {
 func (h *Handler) imagePull(ctx context.Context, ns, name string) answer {
 	p, err := h.getPod(ctx, ns, name)
 	if err != nil {
-		return fail(http.StatusInternalServerError, "Get pod failed, %v", err)
+		return getPodFailed(err)
 	}
 	if err := p.checkStatus(h.NodeName); err != nil {
 		return fail(http.StatusForbidden, "Failed to check pod status %v/%v, error: %v", ns, name, err)
