@@ -401,7 +401,9 @@ func TestOTAUpgradeStaticPod(t *testing.T) {
 	if _, err := cluster.Admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(context.Background(), cm.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cluster.Admin.CoreV1().ConfigMaps(ns).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
 	if code, msg := hubPost(t, h, upgrade); code != http.StatusOK {
 		t.Fatalf("upgrade: %d %s", code, msg)
 	}
