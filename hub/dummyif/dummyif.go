@@ -34,9 +34,6 @@ const (
 // ErrUnsupported is returned on systems without rtnetlink.
 var ErrUnsupported = errors.New("dummyif: not supported on this system")
 
-// Kinds tried in order: the dummy driver, then a port-less bridge on kernels without it.
-var kinds = []string{"dummy", "bridge"}
-
 // Link is the hub's link and address. Zero Interval means DefaultInterval; nil Log, slog.Default.
 type Link struct {
 	Name     string

@@ -129,3 +129,12 @@ func BenchmarkEnsureInPlace(b *testing.B) {
 	}()
 	<-done
 }
+
+func holds(addrs []net.Addr, ip net.IP) bool {
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}

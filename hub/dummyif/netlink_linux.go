@@ -31,13 +31,11 @@ type nl struct {
 }
 
 func openNetlink() (*nl, error) {
+	// Unbound and unconnected: the kernel binds it on the first send, and plain write/read talk
+	// to the kernel (port 0).
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink socket: %w", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("netlink bind: %w", err)
 	}
 	// A kernel that never answers must not hang the re-ensure loop.
 	tv := unix.Timeval{Sec: 5}
@@ -56,12 +54,12 @@ func (c *nl) do(typ, flags uint16, body []byte) error {
 	binary.NativeEndian.PutUint16(msg[6:], flags|unix.NLM_F_REQUEST|unix.NLM_F_ACK)
 	binary.NativeEndian.PutUint32(msg[8:], seq)
 	msg = append(msg, body...)
-	if err := unix.Sendto(c.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if _, err := unix.Write(c.fd, msg); err != nil {
 		return err
 	}
 	buf := make([]byte, 8192)
 	for {
-		n, _, err := unix.Recvfrom(c.fd, buf, 0)
+		n, err := unix.Read(c.fd, buf)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -123,14 +121,31 @@ func (c *nl) createLink(name, kind string) error {
 	return c.do(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL, b)
 }
 
-// setUp: RTM_NEWLINK on the index with IFF_UP in flags and change.
-func (c *nl) setUp(index int) error {
-	return c.do(unix.RTM_NEWLINK, 0, ifinfo(int32(index), unix.IFF_UP, unix.IFF_UP))
+// setUp: RTM_NEWLINK on the link named, with IFF_UP in flags and change (a no-op when up).
+func (c *nl) setUp(name string) error {
+	return c.do(unix.RTM_NEWLINK, 0, attr(ifinfo(0, unix.IFF_UP, unix.IFF_UP), unix.IFLA_IFNAME, append([]byte(name), 0)))
 }
 
-// deleteLink: RTM_DELLINK on the index.
-func (c *nl) deleteLink(index int) error {
-	return c.do(unix.RTM_DELLINK, 0, ifinfo(int32(index), 0, 0))
+// deleteLink: RTM_DELLINK of the link named. ENODEV when there is none.
+func (c *nl) deleteLink(name string) error {
+	return c.do(unix.RTM_DELLINK, 0, attr(ifinfo(0, 0, 0), unix.IFLA_IFNAME, append([]byte(name), 0)))
+}
+
+// linkIndex is the index of the link named (SIOCGIFINDEX); ENODEV when there is none.
+func linkIndex(name string) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return 0, err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		return 0, err
+	}
+	return int(ifr.Uint32()), nil
 }
 
 // addAddr: RTM_NEWADDR of ip as a host address (/32 or /128) on the index. EEXIST when present.

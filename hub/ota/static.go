@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -47,7 +48,8 @@ func (h *Handler) upgradeStatic(ctx context.Context, p *pod) (answer, bool) {
 
 // writeManifest replaces dir/name atomically: a hidden temp file in dir is written and synced,
 // the old file is kept as .name.bak, the temp file is renamed over name, and dir is synced. After
-// a crash, kubelet sees the old manifest or the new one, never a torn one.
+// a crash, kubelet sees the old manifest or the new one, never a torn one (it ignores dot files,
+// so neither the temp file nor the backup is ever read as a pod).
 func writeManifest(dir, name string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -58,11 +60,11 @@ func writeManifest(dir, name string, data []byte) error {
 			return fmt.Errorf("back up %s: %w", target, err)
 		}
 	}
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp) // gone after the rename; cleans up on failure
 	if _, err = f.Write(data); err == nil {
 		err = f.Sync()
@@ -71,13 +73,10 @@ func writeManifest(dir, name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp, 0o600)
+		err = syscall.Rename(tmp, target)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", target, err)
-	}
-	if err := os.Rename(tmp, target); err != nil {
-		return err
 	}
 	d, err := os.Open(dir)
 	if err != nil {

@@ -415,7 +415,7 @@ func TestOTAUpgradeStaticPod(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(manifests)
 	for _, e := range entries {
-		if strings.Contains(e.Name(), ".tmp-") {
+		if strings.Contains(e.Name(), ".tmp") {
 			t.Fatalf("temp file left behind: %s", e.Name())
 		}
 	}
