@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -92,6 +93,8 @@ func (h *Handler) action(name string, do func(ctx context.Context, ns, pod strin
 		ns, pod := r.PathValue("ns"), r.PathValue("pod")
 		var a answer
 		switch {
+		case !fromLoopback(r):
+			a = fail(http.StatusForbidden, "OTA actions act with the node's identity: only clients on the node itself (loopback) may ask")
 		case !isDNSName(ns) || !isDNSName(pod):
 			a = fail(http.StatusBadRequest, "%q/%q is not a namespace and pod name", ns, pod)
 		case !h.Online():
@@ -278,6 +281,14 @@ func (h *Handler) getPod(ctx context.Context, ns, name string) (*pod, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// fromLoopback reports whether the request came over loopback (the hub port may be bound wider
+// with --bind-address; the node's identity is lent only to the node itself).
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 // isDNSName accepts what Kubernetes accepts as a namespace or pod name (and nothing that could
