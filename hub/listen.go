@@ -23,11 +23,17 @@ func listen(ctx context.Context, addr string, freebind bool) (net.Listener, erro
 // untrustedKey marks a request that arrived on a listener not bound to loopback.
 type untrustedKey struct{}
 
-// tokenOnly guards the proxy port on a non-loopback address (the dummy link's, where pods
-// arrive): a request must bring its own bearer token, which goes to the cloud as is; without one
-// it gets 401 and never the node's identity, whatever its source address.
-func tokenOnly(h http.Handler) http.Handler {
+// loopbackOrToken guards a proxy port: a request that arrived on a loopback address goes on as
+// it is (without credentials of its own it may get the node's identity, see identityOf). One that
+// arrived on any other address — the dummy link's, where pods arrive, or any address of a port
+// bound wider — must bring its own bearer token, which goes to the cloud as is; without one it
+// gets 401 and never the node's identity, whatever its source address.
+func loopbackOrToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok && local.IP.IsLoopback() {
+			h.ServeHTTP(w, r)
+			return
+		}
 		if !hasBearer(r.Header.Get("Authorization")) {
 			wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized,
 				"nodehub: requests on this address must carry a bearer token (a ServiceAccount token)")

@@ -77,7 +77,7 @@ type DummyIf struct {
 
 // ExtraHosts are the addresses, besides the configured bind addresses, the proxy ports listen on:
 // the dummy link's IP when enabled. Requests arriving there never get the node's identity (see
-// tokenOnly); the secure port listens on them too.
+// loopbackOrToken); the secure port listens on them too.
 func (c Config) ExtraHosts() []string {
 	if c.DummyIf.Enabled && c.DummyIf.IP != nil {
 		return []string{c.DummyIf.IP.String()}
@@ -184,13 +184,15 @@ func (s *Server) Run(ctx context.Context) error {
 		h          http.Handler
 		freebind   bool // the address may not be on the node yet (the dummy link comes later)
 	}
+	// Only a request that arrived on a loopback address may get the node's identity.
+	proxyHandler := loopbackOrToken(http.HandlerFunc(s.serveProxy))
 	servers := []server{
-		{"proxy", s.cfg.ProxyAddr, http.HandlerFunc(s.serveProxy), false},
+		{"proxy", s.cfg.ProxyAddr, proxyHandler, false},
 		{"hub", s.cfg.HubAddr, s.hubMux(), false},
 	}
 	if _, port, err := net.SplitHostPort(s.cfg.ProxyAddr); err == nil {
 		for _, host := range s.cfg.ExtraHosts() {
-			servers = append(servers, server{"proxy", net.JoinHostPort(host, port), tokenOnly(http.HandlerFunc(s.serveProxy)), true})
+			servers = append(servers, server{"proxy", net.JoinHostPort(host, port), proxyHandler, true})
 		}
 	}
 	if s.dummy != nil {
