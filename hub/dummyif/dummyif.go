@@ -129,7 +129,7 @@ func (l *Link) ensureAndReport() {
 	case err != nil && (first || prev == nil || prev.Error() != err.Error()):
 		log.Warn("hub address not in place; proxying goes on without it", "link", l.Name, "ip", l.IP.String(), "err", err)
 	case err == nil && (first || prev != nil):
-		log.Info("hub address in place", "link", l.Name, "ip", l.IP.String(), "created as", kind)
+		log.Info("hub address in place", "link", l.Name, "ip", l.IP.String(), "created", kind)
 	}
 }
 
