@@ -77,7 +77,7 @@ type DummyIf struct {
 
 // ExtraHosts are the addresses, besides the configured bind addresses, the proxy ports listen on:
 // the dummy link's IP when enabled. Requests arriving there never get the node's identity (see
-// loopbackOrToken); the secure port listens on them too.
+// loopbackOrToken); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
 func (c Config) ExtraHosts() []string {
 	if c.DummyIf.Enabled && c.DummyIf.IP != nil {
 		return []string{c.DummyIf.IP.String()}
@@ -190,7 +190,9 @@ func (s *Server) Run(ctx context.Context) error {
 		{"proxy", s.cfg.ProxyAddr, proxyHandler, false},
 		{"hub", s.cfg.HubAddr, s.hubMux(), false},
 	}
-	if _, port, err := net.SplitHostPort(s.cfg.ProxyAddr); err == nil {
+	// A port bound to the unspecified address already gets the extra hosts' connections (and a
+	// second listener on the same port would fail).
+	if bind, port, err := net.SplitHostPort(s.cfg.ProxyAddr); err == nil && !net.ParseIP(bind).IsUnspecified() {
 		for _, host := range s.cfg.ExtraHosts() {
 			servers = append(servers, server{"proxy", net.JoinHostPort(host, port), proxyHandler, true})
 		}

@@ -127,10 +127,14 @@ func TestDummyIfPodsReachTheHubInNetns(t *testing.T) {
 	}
 }
 
-// TestDummyIfCleanupOnStop: with --cleanup-dummy-if the link goes when nodehub stops.
-func TestDummyIfCleanupOnStop(t *testing.T) {
+// TestDummyIfCleanupOnStopAndWideProxyPort: with --cleanup-dummy-if the link goes when nodehub
+// stops. The proxy port here is bound to 0.0.0.0 (it then covers the link's address itself):
+// requests that arrive on the link's address still need a token (401), those on loopback keep
+// the node's identity.
+func TestDummyIfCleanupOnStopAndWideProxyPort(t *testing.T) {
 	ns := newNetns(t)
-	h := startHubInNetns(t, ns, ns.wrapper(t, ""), "--enable-dummy-if=true", "--cleanup-dummy-if", "--dummy-if-ip=169.254.2.7", "--dummy-if-name=nodehub0")
+	h := startHubInNetns(t, ns, ns.wrapper(t, ""), "--enable-dummy-if=true", "--cleanup-dummy-if",
+		"--dummy-if-ip=169.254.2.7", "--dummy-if-name=nodehub0", "--bind-proxy-address=0.0.0.0")
 	eventually(t, 10*time.Second, "nodehub0 with 169.254.2.7", func() error {
 		_, addrs, err := ns.Interface("nodehub0")
 		if err != nil {
@@ -143,6 +147,13 @@ func TestDummyIfCleanupOnStop(t *testing.T) {
 		}
 		return fmt.Errorf("addresses %v", addrs)
 	})
+	pod := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: ns.Dial}}
+	if code, msg := whoAmI(t, pod, "http://169.254.2.7:"+strconv.Itoa(h.ProxyPort), ""); code != http.StatusUnauthorized || !strings.Contains(msg, "bearer token") {
+		t.Fatalf("no token on the link's address of a port bound to 0.0.0.0: %d %q, want 401", code, msg)
+	}
+	if code, user := whoAmI(t, http.DefaultClient, h.ProxyURL, ""); code != http.StatusCreated || user != "system:node:"+harness.NodeName {
+		t.Fatalf("loopback client: %d %q, want 201 as the node", code, user)
+	}
 	h.Stop()
 	if _, _, err := ns.Interface("nodehub0"); err == nil {
 		t.Fatal("nodehub0 still there after a stop with --cleanup-dummy-if")
