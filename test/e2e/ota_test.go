@@ -214,7 +214,7 @@ func TestOTAUpgradeDaemonSetPod(t *testing.T) {
 	oldHash := old.Labels["controller-revision-hash"]
 
 	// kubelet lists and watches the node's pods through the hub, so they are in its cache.
-	kubelet := h.Client("kubelet/v1.34.4 (linux/amd64) kubernetes/abc", false)
+	kubelet := h.Client("kubelet/v1.34.4 (linux/amd64) kubernetes/abc", true) // protobuf, as kubelet: GET /pods converts
 	eventually(t, 20*time.Second, "the pod in kubelet's view through the hub", func() error {
 		l, err := kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName})
 		if err != nil {
