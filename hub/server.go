@@ -198,14 +198,21 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	if s.dummy != nil {
-		go s.dummy.Run(ctx) // the listeners above bind with IP_FREEBIND: they need not wait for it
-		if s.cfg.DummyIf.Cleanup {
-			defer func() {
+		dctx, stopDummy := context.WithCancel(ctx)
+		ended := make(chan struct{})
+		go func() { // the listeners below bind with IP_FREEBIND: they need not wait for it
+			defer close(ended)
+			s.dummy.Run(dctx)
+		}()
+		defer func() {
+			stopDummy()
+			<-ended // no re-ensure after the removal
+			if s.cfg.DummyIf.Cleanup {
 				if err := s.dummy.Remove(); err != nil {
 					s.log.Warn("could not remove the hub's link", "err", err)
 				}
-			}()
-		}
+			}
+		}()
 	}
 	errc := make(chan error, len(servers))
 	var httpServers []*http.Server
