@@ -2,12 +2,20 @@
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-GOBUILD := CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "$(LDFLAGS)"
+# No inlining in the k8s.io and other third-party packages: their generated (de)serialisation code
+# is most of the binary and is off the hot path (nodehub passes bodies through as bytes); measured
+# -0.63 MiB on arm64 and no change in the filter benchmarks. Our code and the standard library
+# are compiled as usual.
+GCFLAGS := -gcflags=k8s.io/...=-l -gcflags=sigs.k8s.io/...=-l -gcflags=github.com/...=-l
+GOBUILD := CGO_ENABLED=0 GOOS=linux go build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)"
 
-.PHONY: build arm test unit e2e controlplane demo bench fuzz vet clean
+.PHONY: build binary arm test unit e2e controlplane demo bench fuzz vet clean
 
 build: ## static amd64 binary ./nodehub
 	GOARCH=amd64 $(GOBUILD) -o nodehub .
+
+binary: ## one binary: make binary OUT=path GOARCH=arm64 (GOARM=7 for armv7); what tests and bench build
+	$(GOBUILD) -o $(OUT) .
 
 arm: ## arm64 and armv7 binaries into build/arm/
 	GOARCH=arm64 $(GOBUILD) -o build/arm/nodehub-arm64 .

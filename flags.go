@@ -16,6 +16,7 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/certs"
+	"nodehub/hub/dummyif"
 	"nodehub/hub/remote"
 )
 
@@ -64,6 +65,11 @@ type options struct {
 	cacheMaxBytes     string
 	profiling         bool
 	version           bool
+	dummyIfEnabled    bool
+	dummyIfName       string
+	dummyIfIP         string
+	dummyIfCleanup    bool
+	staticPodPath     string
 
 	// ignored collects the YurtHub flags that were set but nodehub does not implement yet.
 	ignored []string
@@ -72,8 +78,7 @@ type options struct {
 // notYet are YurtHub (and klog) flags a YurtHub manifest may carry that nodehub accepts and ignores
 // with a warning. The value says whether the flag is boolean.
 var notYet = map[string]bool{
-	"namespace": false, "enable-dummy-if": true, "enable-iptables": true,
-	"dummy-if-ip": false, "dummy-if-name": false, "enable-node-pool": true,
+	"namespace": false, "enable-iptables": true, "enable-node-pool": true,
 	"min-request-timeout": false, "enable-coordinator": true,
 	"coordinator-server-addr": false, "coordinator-storage-prefix": false,
 	"coordinator-storage-addr": false, "leader-elect": true, "leader-elect-lease-duration": false,
@@ -158,6 +163,11 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVar(&o.dummyIfEnabled, "enable-dummy-if", true, "keep the hub's address on a dummy link and serve the proxy port there too")
+	fs.StringVar(&o.dummyIfName, "dummy-if-name", dummyif.DefaultName, "name of the hub's link (at most 15 characters)")
+	fs.StringVar(&o.dummyIfIP, "dummy-if-ip", "", "the hub's address on the link (default 169.254.2.1; fd00::2:1 on an IPv6 node)")
+	fs.BoolVar(&o.dummyIfCleanup, "cleanup-dummy-if", false, "remove the hub's link when nodehub stops")
+	fs.StringVar(&o.staticPodPath, "static-pod-path", "/etc/kubernetes/manifests", "kubelet's static pod manifest directory (OTA upgrades of static pods write there)")
 	for name, isBool := range notYet {
 		fs.Var(&ignoredFlag{name: name, isBool: isBool, o: o}, name, "accepted for YurtHub compatibility; not implemented yet")
 	}
@@ -245,6 +255,21 @@ func (o *options) validate() error {
 	if o.proxySecurePort < 0 || o.proxySecurePort > 65535 {
 		return fmt.Errorf("--proxy-secure-port: %d is not a port (1-65535, or 0 for none)", o.proxySecurePort)
 	}
+	if err := dummyif.ValidateName(o.dummyIfName); err != nil {
+		return fmt.Errorf("--dummy-if-name: %v", err)
+	}
+	if o.dummyIfIP == "" {
+		o.dummyIfIP = dummyif.DefaultIPv4
+		if o.ipv6Node() {
+			o.dummyIfIP = dummyif.DefaultIPv6
+		}
+	}
+	if err := dummyif.ValidateIP(net.ParseIP(o.dummyIfIP)); err != nil {
+		return fmt.Errorf("--dummy-if-ip: %q: %v", o.dummyIfIP, err)
+	}
+	if o.staticPodPath == "" {
+		return errors.New("--static-pod-path: must not be empty")
+	}
 	if _, err := filter.New(o.filterConfig()); err != nil {
 		return fmt.Errorf("--disabled-resource-filters/--filter-components: %v", err)
 	}
@@ -327,6 +352,25 @@ func (o *options) caPins() []string {
 }
 
 func (o *options) servers() []string { return splitList(o.serverAddr) }
+
+// ipv6Node says whether the node talks IPv6: its proxy binds an IPv6 address, or every cloud
+// server is an IPv6 literal. It picks --dummy-if-ip's default.
+func (o *options) ipv6Node() bool {
+	if ip := net.ParseIP(o.bindProxyAddress); ip != nil && ip.To4() == nil {
+		return true
+	}
+	servers := o.servers()
+	for _, s := range servers {
+		u, err := remote.ParseServerAddr(s)
+		if err != nil {
+			return false
+		}
+		if ip := net.ParseIP(u.Hostname()); ip == nil || ip.To4() != nil {
+			return false
+		}
+	}
+	return len(servers) > 0
+}
 
 // cachePolicy is what --cache-agents and --no-cache-agents say.
 func (o *options) cachePolicy() cache.Policy {

@@ -28,7 +28,10 @@ func TestParseFlagsDefaultsAndYurtHubManifest(t *testing.T) {
 	if o.diskCachePath != "/etc/kubernetes/cache/" || o.rootDir != "/var/lib/nodehub" || o.lbMode != "priority" || o.nodePoolName != "pool-a" {
 		t.Fatalf("values: %+v", o)
 	}
-	want := "namespace enable-dummy-if"
+	if !o.dummyIfEnabled || o.dummyIfName != "hub-dummy0" || o.dummyIfIP != "169.254.2.1" || o.dummyIfCleanup || o.staticPodPath != "/etc/kubernetes/manifests" {
+		t.Fatalf("dummy-if/static-pod defaults: %+v", o)
+	}
+	want := "namespace"
 	if got := strings.Join(o.ignored, " "); got != want {
 		t.Fatalf("ignored flags %q, want %q", got, want)
 	}
@@ -58,6 +61,11 @@ func TestParseFlagsErrorsAreOneLineNamingTheFlag(t *testing.T) {
 		{[]string{"--server-addr=a:1", "--disabled-resource-filters=nosuch"}, "--disabled-resource-filters"},
 		{[]string{"--server-addr=a:1", "--filter-components=masterservice"}, "filter-components"},
 		{[]string{"--server-addr=a:1", "--working-mode=sky"}, "--working-mode"},
+		{[]string{"--server-addr=a:1", "--dummy-if-ip=10.0.0.1"}, "--dummy-if-ip"},
+		{[]string{"--server-addr=a:1", "--dummy-if-ip=169.254.31.5"}, "--dummy-if-ip"},
+		{[]string{"--server-addr=a:1", "--dummy-if-ip=169.254.1.1"}, "--dummy-if-ip"},
+		{[]string{"--server-addr=a:1", "--dummy-if-ip=nope"}, "--dummy-if-ip"},
+		{[]string{"--server-addr=a:1", "--dummy-if-name=a-name-longer-than-15"}, "--dummy-if-name"},
 	} {
 		_, err := parseFlags(tt.args, io.Discard)
 		if err == nil {
@@ -76,5 +84,25 @@ func TestRunExitCodes(t *testing.T) {
 	}
 	if code := run([]string{"--lb-mode=x", "--server-addr=a:1"}); code != 2 {
 		t.Fatalf("bad flag exit %d, want 2", code)
+	}
+}
+
+func TestDummyIfIPDefaultFollowsTheNodesFamily(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server-addr=https://10.0.0.1:6443"}, "169.254.2.1"},
+		{[]string{"--server-addr=https://[fd00::1]:6443"}, "fd00::2:1"},
+		{[]string{"--server-addr=https://[fd00::1]:6443", "--dummy-if-ip=169.254.2.9"}, "169.254.2.9"},
+		{[]string{"--server-addr=https://10.0.0.1:6443", "--bind-proxy-address=::1"}, "fd00::2:1"},
+	} {
+		o, err := parseFlags(append(tt.args, "--node-name=n"), io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if o.dummyIfIP != tt.want {
+			t.Errorf("%v: --dummy-if-ip %q, want %q", tt.args, o.dummyIfIP, tt.want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -89,14 +90,24 @@ func run(args []string) int {
 		}
 		creds = src
 	}
+	dummy := hub.DummyIf{Enabled: o.dummyIfEnabled, Name: o.dummyIfName, IP: net.ParseIP(o.dummyIfIP), Cleanup: o.dummyIfCleanup}
 	var secureAddrs []string
 	var serving *certs.Serving
 	if o.proxySecurePort > 0 {
-		secureAddrs = append(secureAddrs, hostPort(o.bindProxyAddress, o.proxySecurePort))
-		ips := []net.IP{net.ParseIP(o.bindProxyAddress)}
-		if o.masterHost != o.bindProxyAddress {
-			secureAddrs = append(secureAddrs, hostPort(o.masterHost, o.proxySecurePort))
-			ips = append(ips, net.ParseIP(o.masterHost))
+		// Pods reach the secure port at the bind address, the hub's own link address and the
+		// address the filters give them (--master-service-host), each once.
+		hosts := []string{o.bindProxyAddress}
+		if ip := net.ParseIP(o.bindProxyAddress); ip == nil || !ip.IsUnspecified() {
+			hosts = append(hosts, hub.Config{DummyIf: dummy}.ExtraHosts()...)
+			hosts = append(hosts, o.masterHost)
+		}
+		var ips []net.IP
+		for _, h := range hosts {
+			if slices.Contains(secureAddrs, hostPort(h, o.proxySecurePort)) {
+				continue
+			}
+			secureAddrs = append(secureAddrs, hostPort(h, o.proxySecurePort))
+			ips = append(ips, net.ParseIP(h))
 		}
 		serving = certs.NewServing(certs.ServingConfig{Servers: o.servers(), NodeName: o.nodeName, Dir: o.pkiDir(), IPs: ips, Creds: creds, Log: log})
 		go serving.Run(ctx)
@@ -126,6 +137,8 @@ func run(args []string) int {
 		CacheMaxBytes:      bytesOf(o.cacheMaxBytes),
 		SecureAddrs:        secureAddrs,
 		SetToken:           setToken,
+		DummyIf:            dummy,
+		StaticPodPath:      o.staticPodPath,
 	}
 	if serving != nil {
 		cfg.ServingCert = serving.GetCertificate

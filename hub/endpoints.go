@@ -22,6 +22,7 @@ func (s *Server) hubMux() http.Handler {
 	})
 	mux.HandleFunc("DELETE /v1/cache/{component}", s.dropCache)
 	mux.HandleFunc("POST /v1/token", s.updateToken)
+	s.ota.Register(mux)
 	if s.cfg.Profiling {
 		mux.HandleFunc("GET /debug/pprof/", servePprof)
 	}
@@ -51,12 +52,21 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		reasons = append(reasons, msg)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	// The hub's address on the node is a detail, not a reason: proxying on loopback goes on.
+	dummyNote := ""
+	if s.dummy != nil {
+		if err := s.dummy.Err(); err != nil {
+			dummyNote = fmt.Sprintf("hub address %s on %s not in place (pods cannot reach the hub there): %v\n", s.dummy.IP, s.dummy.Name, err)
+		}
+	}
 	if len(reasons) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, strings.Join(reasons, "\n"))
+		fmt.Fprint(w, dummyNote)
 		return
 	}
 	fmt.Fprintln(w, "OK")
+	fmt.Fprint(w, dummyNote)
 	if s.cfg.ServingCert != nil {
 		if _, err := s.cfg.ServingCert(nil); err != nil {
 			fmt.Fprintln(w, "secure port: no serving certificate yet (its kubernetes.io/kubelet-serving CSR awaits approval); pods cannot use the hub until then")

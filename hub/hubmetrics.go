@@ -32,6 +32,8 @@ type hubMetrics struct {
 	throttled     *metrics.CounterVec
 	cacheFull     *metrics.CounterVec
 	unauthorized  *metrics.CounterVec
+	dummyEnsures  *metrics.CounterVec
+	otaActions    *metrics.CounterVec
 }
 
 func newHubMetrics(reg *metrics.Registry) *hubMetrics {
@@ -54,6 +56,8 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served."),
 		unauthorized:  reg.NewCounter("nodehub_unauthorized_requests_total", "Requests refused with 401 because they carried no token where the node's identity is never lent: the secure port, or the plain port from a non-loopback address.", "port"),
 	}
+	m.dummyEnsures = reg.NewCounter("nodehub_dummy_if_ensures_total", "Checks (and repairs) of the hub's link and address, by result (ok, error).", "result")
+	m.otaActions = reg.NewCounter("nodehub_ota_actions_total", "Upgrade and imagepull requests on the hub API, by action and answer code.", "action", "code")
 	m.inflightGauge.Set(0)
 	return m
 }
@@ -77,6 +81,15 @@ func (m *hubMetrics) watchCerts(client func(*tls.CertificateRequestInfo) (*tls.C
 	if serving != nil {
 		m.reg.NewGaugeFunc("nodehub_serving_certificate_expiry_seconds", "Seconds until the secure port's certificate expires (NaN: none yet).", func() float64 { return left(serving(nil)) })
 	}
+}
+
+// dummyEnsured counts one check (and repair) of the hub's link and address.
+func (m *hubMetrics) dummyEnsured(err error) {
+	if err != nil {
+		m.dummyEnsures.Inc("error")
+		return
+	}
+	m.dummyEnsures.Inc("ok")
 }
 
 // watchCache registers the gauges that read the cache's own counters at scrape time.

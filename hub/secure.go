@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"nodehub/wire"
@@ -23,7 +22,9 @@ func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
 	var ln net.Listener
 	for warned := false; ; warned = true {
 		var err error
-		if ln, err = net.Listen("tcp", addr); err == nil {
+		// Addresses after the first (the hub's address on its own link) bind with IP_FREEBIND:
+		// they answer as soon as the link has the address.
+		if ln, err = listen(ctx, addr, !main); err == nil {
 			break
 		}
 		if !warned {
@@ -69,7 +70,7 @@ func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
 // serveBearer admits a request on the secure port only with a bearer token, which is forwarded
 // as is: pods act as their ServiceAccount there, never as the node.
 func (s *Server) serveBearer(w http.ResponseWriter, r *http.Request) {
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(tok) == "" {
+	if !hasBearer(r.Header.Get("Authorization")) {
 		s.unauthorized(w, r, "secure", "nodehub: the secure port needs a bearer token (a ServiceAccount token); the node's identity is never lent here")
 		return
 	}

@@ -25,7 +25,9 @@ func TestNoTokenWhereTheNodeIsNotLentIs401(t *testing.T) {
 		{"secure, no credentials", s.serveBearer, "127.0.0.1:5000", ""},
 		{"secure, basic auth", s.serveBearer, "10.0.0.7:5000", "Basic dXNlcjpwdw=="},
 		{"secure, empty bearer", s.serveBearer, "10.0.0.7:5000", "Bearer "},
-		{"plain port from another host", s.serveProxy, "10.0.0.7:5000", ""},
+		{"secure, blank bearer", s.serveBearer, "10.0.0.7:5000", "Bearer   "},
+		// No loopback local address in the request's context: it came in on another address.
+		{"plain port from another host", s.loopbackOrToken(http.HandlerFunc(s.serveProxy)).ServeHTTP, "10.0.0.7:5000", ""},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps", nil)
 		r.RemoteAddr = tc.remote

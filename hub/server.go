@@ -17,8 +17,10 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
+	"nodehub/hub/dummyif"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
+	"nodehub/hub/ota"
 	"nodehub/hub/remote"
 )
 
@@ -67,6 +69,30 @@ type Config struct {
 	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
 	// beyond it clients get 429 with Retry-After. 0: no bound.
 	MaxInFlight int
+	// DummyIf is the hub's address on the node (--enable-dummy-if and friends).
+	DummyIf DummyIf
+	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes.
+	StaticPodPath string
+}
+
+// DummyIf is the hub's own address on the node: a link (Name) holding IP, kept in place by the
+// hub, on which the proxy ports listen too (pods reach the hub there). Zero: none.
+type DummyIf struct {
+	Enabled bool
+	Name    string
+	IP      net.IP
+	// Cleanup removes the link when the hub stops (YurtHub keeps it by default).
+	Cleanup bool
+}
+
+// ExtraHosts are the addresses, besides the configured bind addresses, the proxy ports listen on:
+// the dummy link's IP when enabled. Requests arriving there never get the node's identity (see
+// loopbackOrToken); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
+func (c Config) ExtraHosts() []string {
+	if c.DummyIf.Enabled && c.DummyIf.IP != nil {
+		return []string{c.DummyIf.IP.String()}
+	}
+	return nil
 }
 
 // Credentials are the node's credentials: what the backends present, and whether they are
@@ -91,8 +117,10 @@ type Server struct {
 	filters  *filter.Set
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
-	ids      *identities  // tokens the cloud accepted, by ServiceAccount
-	self     *http.Client // the hub's own requests to its proxy port
+	ids      *identities   // tokens the cloud accepted, by ServiceAccount
+	self     *http.Client  // the hub's own requests to its proxy port
+	dummy    *dummyif.Link // nil without --enable-dummy-if
+	ota      *ota.Handler
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -163,6 +191,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.filters = fs
 	s.proxy = s.newReverseProxy()
+	if d := cfg.DummyIf; d.Enabled {
+		s.dummy = &dummyif.Link{Name: d.Name, IP: d.IP, Log: cfg.Log, OnEnsure: s.metrics.dummyEnsured}
+	}
+	s.ota = s.newOTA()
 	return s, nil
 }
 
@@ -170,17 +202,45 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	servers := []struct {
+	type server struct {
 		name, addr string
 		h          http.Handler
-	}{
-		{"proxy", s.cfg.ProxyAddr, http.HandlerFunc(s.serveProxy)},
-		{"hub", s.cfg.HubAddr, s.hubMux()},
+		freebind   bool // the address may not be on the node yet (the dummy link comes later)
+	}
+	// Only a request that arrived on a loopback address may get the node's identity.
+	proxyHandler := s.loopbackOrToken(http.HandlerFunc(s.serveProxy))
+	servers := []server{
+		{"proxy", s.cfg.ProxyAddr, proxyHandler, false},
+		{"hub", s.cfg.HubAddr, s.hubMux(), false},
+	}
+	// A port bound to the unspecified address already gets the extra hosts' connections (and a
+	// second listener on the same port would fail).
+	if bind, port, err := net.SplitHostPort(s.cfg.ProxyAddr); err == nil && !net.ParseIP(bind).IsUnspecified() {
+		for _, host := range s.cfg.ExtraHosts() {
+			servers = append(servers, server{"proxy", net.JoinHostPort(host, port), proxyHandler, true})
+		}
+	}
+	if s.dummy != nil {
+		dctx, stopDummy := context.WithCancel(ctx)
+		ended := make(chan struct{})
+		go func() { // the listeners below bind with IP_FREEBIND: they need not wait for it
+			defer close(ended)
+			s.dummy.Run(dctx)
+		}()
+		defer func() {
+			stopDummy()
+			<-ended // no re-ensure after the removal
+			if s.cfg.DummyIf.Cleanup {
+				if err := s.dummy.Remove(); err != nil {
+					s.log.Warn("could not remove the hub's link", "err", err)
+				}
+			}
+		}()
 	}
 	errc := make(chan error, len(servers))
 	var httpServers []*http.Server
 	for _, sv := range servers {
-		ln, err := net.Listen("tcp", sv.addr)
+		ln, err := listen(ctx, sv.addr, sv.freebind)
 		if err != nil {
 			return fmt.Errorf("hub: %s port: %w", sv.name, err)
 		}

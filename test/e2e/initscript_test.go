@@ -30,7 +30,7 @@ func TestInitScriptUnderBusybox(t *testing.T) {
 		}
 	}
 	proxyPort, hubPort := harness.FreePort(), harness.FreePort()
-	flags := fmt.Sprintf("--server-addr=%s --node-name=%s --client-cert=%s --client-key=%s --ca-file=%s --proxy-port=%d --serve-port=%d --disk-cache-path=%s --root-dir=%s",
+	flags := fmt.Sprintf("--server-addr=%s --node-name=%s --client-cert=%s --client-key=%s --ca-file=%s --proxy-port=%d --serve-port=%d --disk-cache-path=%s --root-dir=%s --enable-dummy-if=false",
 		cluster.Servers(), harness.NodeName, cluster.NodeCert, cluster.NodeKey, cluster.PKI.CAFile, proxyPort, hubPort, filepath.Join(dir, "cache"), filepath.Join(dir, "root"))
 	defaults := filepath.Join(dir, "defaults")
 	os.WriteFile(defaults, []byte("NODEHUB_FLAGS=\""+flags+"\"\n"), 0o644)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -17,31 +18,30 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// BuildFor cross-builds nodehub for goarch (arm64, or arm with goarm 7) into dir.
+// BuildFor cross-builds nodehub for goarch (arm64, or arm with goarm 7) into dir, the way the
+// Makefile builds a release (make binary): static, stripped, with the same compiler flags.
 func BuildFor(dir, goarch, goarm string) (string, error) {
 	out := filepath.Join(dir, "nodehub-"+goarch+goarm)
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd := exec.Command("make", "-s", "binary", "OUT="+out)
 	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOARM="+goarm)
+	cmd.Env = append(os.Environ(), "GOARCH="+goarch, "GOARM="+goarm)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %v\n%s", goarch, err, b)
 	}
 	return out, nil
 }
 
-// BuildNodehub builds the nodehub binary from the checkout into dir, or returns $NODEHUB_BIN.
+// BuildNodehub builds the release binary for this machine into dir, or returns $NODEHUB_BIN.
 func BuildNodehub(dir string) (string, error) {
 	if bin := os.Getenv("NODEHUB_BIN"); bin != "" {
 		return filepath.Abs(bin)
 	}
-	out := filepath.Join(dir, "nodehub")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
-	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build nodehub: %v\n%s", err, b)
+	out, err := BuildFor(dir, runtime.GOARCH, "")
+	if err != nil {
+		return "", err
 	}
-	return out, nil
+	dst := filepath.Join(dir, "nodehub")
+	return dst, os.Rename(out, dst)
 }
 
 // Hub is a running nodehub process.
@@ -91,6 +91,9 @@ func (c *Cluster) StartHub(ctx context.Context, o HubOptions) (*Hub, error) {
 		"--proxy-secure-port=" + strconv.Itoa(h.SecurePort),
 		"--disk-cache-path=" + h.CacheDir, "--root-dir=" + h.RootDir,
 		"--heartbeat-interval-seconds=1", "--v=4",
+		// Tests run on the host's network namespace: the hub's link is made only in a namespace a
+		// test creates (node_test.go turns it on there).
+		"--enable-dummy-if=false",
 	}
 	if !o.Bootstrap {
 		args = append(args, "--client-cert="+c.NodeCert, "--client-key="+c.NodeKey, "--ca-file="+c.PKI.CAFile)

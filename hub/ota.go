@@ -1,0 +1,44 @@
+package hub
+
+import (
+	"net/http"
+	"strconv"
+
+	"nodehub/cache"
+	"nodehub/hub/ota"
+	"nodehub/hub/remote"
+)
+
+// newOTA prepares YurtHub's hub API (GET /pods, upgrade, imagepull) on the hub port.
+func (s *Server) newOTA() *ota.Handler {
+	return &ota.Handler{
+		NodeName:      s.cfg.NodeName,
+		Cloud:         nodeTransport{s.balancer},
+		Online:        s.balancer.Healthy,
+		CachedPods:    s.cachedPods,
+		StaticPodPath: s.cfg.StaticPodPath,
+		Log:           s.log,
+		OnAction:      func(action string, code int) { s.metrics.otaActions.Inc(action, strconv.Itoa(code)) },
+	}
+}
+
+// nodeTransport sends the hub's own requests to a healthy cloud server with the node's identity.
+type nodeTransport struct{ b *remote.Balancer }
+
+func (t nodeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.b.RoundTrip(req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node})))
+}
+
+// cachedPods reads this node's pods from kubelet's cache, one file at a time.
+func (s *Server) cachedPods(fn func([]byte) error) error {
+	if s.cache == nil {
+		return nil
+	}
+	sel, err := cache.NewSelector("", "", "spec.nodeName="+s.cfg.NodeName)
+	if err != nil {
+		return err
+	}
+	_, err = s.cache.Store.EachInList(cache.Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, sel,
+		func(it cache.Item) error { return fn(it.Body) })
+	return err
+}
