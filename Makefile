@@ -26,16 +26,18 @@ vet:
 	cd test/e2e && go vet ./...
 	cd bench && go vet ./...
 
+# Fuzz budgets are execution counts, not durations: Go 1.26's fuzz coordinator can fail a run at
+# the end of a -fuzztime duration with 'context deadline exceeded' on a loaded machine (go.dev/issue/75804).
 unit: ## unit tests and short fuzz runs of the wire parsers
 	go test -count=1 ./...
-	go test -run '^$$' -fuzz FuzzParseURL -fuzztime 10s ./wire
-	go test -run '^$$' -fuzz FuzzDecodeProtoEnvelope -fuzztime 10s ./wire
-	go test -run '^$$' -fuzz FuzzJSONListSplitter -fuzztime 10s ./wire
-	go test -run '^$$' -fuzz FuzzProtoListSplitter -fuzztime 10s ./wire
-	go test -run '^$$' -fuzz FuzzWatchSplitters -fuzztime 10s ./wire
-	go test -run '^$$' -fuzz FuzzParseYAML -fuzztime 5s ./hub/certs
-	go test -run '^$$' -fuzz FuzzClusterInfo -fuzztime 5s ./hub/certs
-	go test -run '^$$' -fuzz FuzzCredentialOf -fuzztime 5s ./hub
+	go test -run '^$$' -fuzz FuzzParseURL -fuzztime 50000x ./wire
+	go test -run '^$$' -fuzz FuzzDecodeProtoEnvelope -fuzztime 50000x ./wire
+	go test -run '^$$' -fuzz FuzzJSONListSplitter -fuzztime 50000x ./wire
+	go test -run '^$$' -fuzz FuzzProtoListSplitter -fuzztime 50000x ./wire
+	go test -run '^$$' -fuzz FuzzWatchSplitters -fuzztime 50000x ./wire
+	go test -run '^$$' -fuzz FuzzParseYAML -fuzztime 25000x ./hub/certs
+	go test -run '^$$' -fuzz FuzzClusterInfo -fuzztime 25000x ./hub/certs
+	go test -run '^$$' -fuzz FuzzCredentialOf -fuzztime 25000x ./hub
 
 controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
 	sh test/e2e/controlplane/build.sh

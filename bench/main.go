@@ -19,6 +19,7 @@ import (
 type options struct {
 	rounds, pods, objects, services int
 	churn, profile                  time.Duration
+	limits                          string
 	sizes                           bool
 	cpuprofile                      string
 	only                            string
@@ -32,6 +33,7 @@ func main() {
 	flag.DurationVar(&o.churn, "churn", 10*time.Second, "how long the 100 events/s churn runs")
 	flag.IntVar(&o.services, "services", 1000, "services (each with a 10-endpoint EndpointSlice) in the node profile")
 	flag.DurationVar(&o.profile, "profile", time.Minute, "how long the node profile's 10 updates/s run")
+	flag.StringVar(&o.limits, "profile-memory-limits", "16Mi,24Mi", "--memory-limit values the node profile's initial lists are run again with")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, cache or profile")

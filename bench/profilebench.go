@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,38 +43,11 @@ func benchProfile(e *env, o options) error {
 
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	clients := []struct{ ua, path string }{
-		{kubeletUA, "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName},
-		{kubeletUA, "/api/v1/nodes?fieldSelector=metadata.name%3D" + harness.NodeName},
-		{kubeletUA, "/api/v1/services"},
-		{kubeProxyUA, "/api/v1/services"},
-		{kubeProxyUA, "/apis/discovery.k8s.io/v1/endpointslices"},
-		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/api/v1/services"},
-		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/apis/discovery.k8s.io/v1/endpointslices"},
-		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/api/v1/namespaces"},
-	}
 	var wg sync.WaitGroup
-	listPeak := sampleRSS(h)
-	cpuLists0, _ := cpuTime(h.Pid())
-	listStart := time.Now()
-	for _, c := range clients {
-		if _, err := get(h.ProxyURL+c.path, c.ua); err != nil {
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sep := "?"
-			if containsByte(c.path, '?') {
-				sep = "&"
-			}
-			_ = watchStream(wctx, h.ProxyURL+c.path+sep+"watch=true&allowWatchBookmarks=true", c.ua)
-		}()
+	lists, err := profileLists(wctx, h, &wg)
+	if err != nil {
+		return err
 	}
-	settle(h)
-	listTook := time.Since(listStart)
-	cpuLists1, _ := cpuTime(h.Pid())
-	peakLists := listPeak()
 	time.Sleep(6 * time.Second) // the hub gives back a burst's free heap within 5 s
 	listed, _ := rssKiB(h)
 
@@ -106,14 +80,22 @@ func benchProfile(e *env, o options) error {
 
 	fmt.Printf("\n## node profile: 110 pods, %d Services with a 10-endpoint EndpointSlice each, kubelet/kube-proxy/coredns-like list+watch, 10 slice updates/s for %v\n", o.services, took.Round(time.Second))
 	fmt.Printf("rss_idle_before_clients\t%.1f MiB\n", float64(idle)/1024)
-	fmt.Printf("rss_peak_during_initial_lists\t%.1f MiB\t(sampled every 50 ms)\n", float64(peakLists)/1024)
-	fmt.Printf("initial_lists_and_watches\t%.1f s\t(hub CPU %.2f s, until the cache settled)\n", listTook.Seconds(), (cpuLists1 - cpuLists0).Seconds())
+	lists.print("")
 	fmt.Printf("rss_after_initial_lists\t%.1f MiB\n", float64(listed)/1024)
 	fmt.Printf("rss_peak_during_updates\t%.1f MiB\n", float64(peak)/1024)
 	fmt.Printf("rss_at_end\t%.1f MiB\n", float64(end)/1024)
 	fmt.Printf("cpu_seconds_during_updates\t%.2f s\t(%.1f%% of one core)\n", (cpu1 - cpu0).Seconds(), 100*(cpu1-cpu0).Seconds()/took.Seconds())
 	fmt.Printf("cache_bytes_written_during_updates\t%.0f KiB\t(%.0f files)\n", (w1-w0)/1024, f1-f0)
 	fmt.Printf("disk_write_bytes_during_updates\t%.0f KiB\t(/proc/pid/io)\n", float64(d1-d0)/1024)
+	h.Stop()
+	for _, limit := range strings.Split(o.limits, ",") {
+		if limit = strings.TrimSpace(limit); limit == "" {
+			continue
+		}
+		if err := profileListsUnderLimit(e, limit); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -143,4 +125,75 @@ func makeServices(ctx context.Context, c *harness.Cluster, ns string, n int) err
 		_, err := c.Admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, profileSlice(i, 0), metav1.CreateOptions{})
 		return ignoreExists(err)
 	})
+}
+
+// listsFigures are what the node profile's initial lists and watches cost.
+type listsFigures struct {
+	peakKiB   int64
+	took, cpu time.Duration
+}
+
+func (f listsFigures) print(label string) {
+	fmt.Printf("rss_peak_during_initial_lists%s\t%.1f MiB\t(sampled every 50 ms)\n", label, float64(f.peakKiB)/1024)
+	fmt.Printf("initial_lists_and_watches%s\t%.1f s\t(hub CPU %.2f s, until the cache settled)\n", label, f.took.Seconds(), f.cpu.Seconds())
+}
+
+// profileLists runs the node profile's clients: each lists, then watches until ctx ends (wg
+// tracks the watches). It returns once the hub's cache has settled.
+func profileLists(ctx context.Context, h *harness.Hub, wg *sync.WaitGroup) (listsFigures, error) {
+	clients := []struct{ ua, path string }{
+		{kubeletUA, "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName},
+		{kubeletUA, "/api/v1/nodes?fieldSelector=metadata.name%3D" + harness.NodeName},
+		{kubeletUA, "/api/v1/services"},
+		{kubeProxyUA, "/api/v1/services"},
+		{kubeProxyUA, "/apis/discovery.k8s.io/v1/endpointslices"},
+		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/api/v1/services"},
+		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/apis/discovery.k8s.io/v1/endpointslices"},
+		{"coredns/1.11.1 (linux/arm64) kubernetes/bench", "/api/v1/namespaces"},
+	}
+	peak := sampleRSS(h)
+	cpu0, _ := cpuTime(h.Pid())
+	start := time.Now()
+	for _, c := range clients {
+		if _, err := get(h.ProxyURL+c.path, c.ua); err != nil {
+			peak()
+			return listsFigures{}, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sep := "?"
+			if containsByte(c.path, '?') {
+				sep = "&"
+			}
+			_ = watchStream(ctx, h.ProxyURL+c.path+sep+"watch=true&allowWatchBookmarks=true", c.ua)
+		}()
+	}
+	settle(h)
+	f := listsFigures{took: time.Since(start)}
+	cpu1, _ := cpuTime(h.Pid())
+	f.cpu = cpu1 - cpu0
+	f.peakKiB = peak()
+	return f, nil
+}
+
+// profileListsUnderLimit runs only the initial lists and watches on a fresh hub started with
+// --memory-limit: what the limit does to the burst's peak and CPU.
+func profileListsUnderLimit(e *env, limit string) error {
+	h, err := e.startHub("--memory-limit=" + limit)
+	if err != nil {
+		return err
+	}
+	defer h.Stop()
+	time.Sleep(idleAfter)
+	ctx, stop := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	f, err := profileLists(ctx, h, &wg)
+	stop()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	f.print("_memory_limit_" + limit)
+	return nil
 }
