@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"nodehub/hub/atomicfile"
 )
 
 // Offline identity. A request that brings its own bearer token is cached under
@@ -160,37 +162,10 @@ func (id *identities) save() {
 	id.dirty = false
 	id.mu.Unlock()
 	data, _ := json.Marshal(saved)
-	if err := writeFileAtomic(id.path, data); err != nil {
+	if err := atomicfile.Write(id.path, data, 0o600); err != nil {
 		id.log.Warn("identities: save", "err", err)
 		id.mu.Lock()
 		id.dirty = true
 		id.mu.Unlock()
 	}
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and renames it over path:
-// a crash leaves the old file or the new one.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }

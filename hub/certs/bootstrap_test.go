@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"nodehub/hub/atomicfile"
 )
 
 // sign makes a detached JWS the way the bootstrap signer does.
@@ -90,7 +92,7 @@ func TestWriteFileAtomicAndLoadPair(t *testing.T) {
 	kp, _ := keyPEM(key)
 	data := append(pemCert(der), kp...)
 	path := filepath.Join(t.TempDir(), "pki", ClientPEMName)
-	if err := writeFileAtomic(path, data, 0o600); err != nil {
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(path)

@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -18,49 +17,6 @@ const (
 	ServingPEMName = "yurthub-server-current.pem" // the hub's serving certificate, then its key
 	CAName         = "ca.crt"                     // the cluster CA, as bootstrap verified it
 )
-
-// writeFileAtomic replaces path with data so that a crash leaves either the old file or the new
-// one, never a torn one: a temporary file in the same directory is written, fsynced and renamed
-// over path, then the directory is fsynced so the rename itself survives a power cut.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
-}
 
 // keyPEM encodes an EC private key.
 func keyPEM(k *ecdsa.PrivateKey) ([]byte, error) {

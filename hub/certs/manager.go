@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"nodehub/hub/atomicfile"
 )
 
 // ManagerConfig configures a Manager.
@@ -322,13 +324,13 @@ func (m *Manager) issue(ctx context.Context, srv string, caPEM []byte, pool *x50
 		return err
 	}
 	if caPEM != nil {
-		if err := writeFileAtomic(filepath.Join(m.cfg.Dir, CAName), caPEM, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(m.cfg.Dir, CAName), caPEM, 0o644); err != nil {
 			return fmt.Errorf("certs: store CA: %w", err)
 		}
 		m.pool.Store(pool)
 		m.storedPins = pinsOf(caPEM)
 	}
-	if err := writeFileAtomic(filepath.Join(m.cfg.Dir, ClientPEMName), pemData, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(m.cfg.Dir, ClientPEMName), pemData, 0o600); err != nil {
 		return fmt.Errorf("certs: store client certificate: %w", err)
 	}
 	m.setCert(pair, time.Now())

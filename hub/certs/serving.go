@@ -14,6 +14,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"nodehub/hub/atomicfile"
 )
 
 // NodeCredentials is what the serving manager needs to ask for its certificate: the cluster CA
@@ -191,7 +193,7 @@ func (s *Serving) issue(ctx context.Context, ips []net.IP, dns []string) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(s.cfg.Dir, ServingPEMName), pemData, 0o600); err != nil {
+		if err := atomicfile.Write(filepath.Join(s.cfg.Dir, ServingPEMName), pemData, 0o600); err != nil {
 			return fmt.Errorf("certs: store serving certificate: %w", err)
 		}
 		s.cert.Store(pair)

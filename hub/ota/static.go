@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"nodehub/hub/atomicfile"
 )
 
 // upgradeStatic is YurtHub's static pod upgrade: the YurtStaticSet's manifest is the one data
@@ -60,30 +61,10 @@ func writeManifest(dir, name string, data []byte) error {
 			return fmt.Errorf("back up %s: %w", target, err)
 		}
 	}
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp) // gone after the rename; cleans up on failure
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = syscall.Rename(tmp, target)
-	}
-	if err != nil {
+	if err := atomicfile.Write(target, data, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", target, err)
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 func nowRFC3339() string { return time.Now().UTC().Format(time.RFC3339) }
