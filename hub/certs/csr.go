@@ -54,8 +54,10 @@ type apiClient struct {
 }
 
 func newAPIClient(server string, tlsCfg *tls.Config, token string, timeout time.Duration) *apiClient {
+	// Keep-alive: a pending CSR is polled on one connection, not a TLS handshake per poll. The
+	// clients are short-lived; an idle connection goes after 30 s (or when the CSR is done).
 	return &apiClient{server: server, token: token, http: &http.Client{Timeout: timeout,
-		Transport: &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true}}}
+		Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}}
 }
 
 // do sends a JSON request and decodes a 2xx JSON answer into out.
@@ -162,7 +164,10 @@ func requestCertificate(ctx context.Context, c *apiClient, spec CSRSpec, onCreat
 	if onCreated != nil {
 		onCreated(name)
 	}
-	wait := 500 * time.Millisecond
+	defer c.http.CloseIdleConnections()
+	// Polled quickly at first (an auto-approved CSR is issued within seconds), then every 30 s
+	// once it has waited a minute (a kubelet-serving CSR may wait for a person or a controller).
+	wait, since := 500*time.Millisecond, time.Now()
 	cur := created
 	for {
 		for _, cond := range cur.Status.Conditions {
@@ -179,6 +184,9 @@ func requestCertificate(ctx context.Context, c *apiClient, spec CSRSpec, onCreat
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, 5*time.Second)
+		if time.Since(since) > time.Minute {
+			wait = 30 * time.Second
+		}
 		cur = csrObject{}
 		if err := c.do(ctx, http.MethodGet, csrPath+"/"+name, nil, &cur); err != nil {
 			var ae *apiError
