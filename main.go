@@ -47,6 +47,10 @@ func run(args []string) int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(min(o.maxProcs, runtime.NumCPU()))
 	}
+	if !o.profiling {
+		// No heap profile will be read: skip the sampling and its bucket table (1.4 MiB reserved).
+		runtime.MemProfileRate = 0
+	}
 	if n := o.memoryLimitBytes(); n > 0 {
 		debug.SetMemoryLimit(n)
 	}

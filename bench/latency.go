@@ -35,7 +35,7 @@ func benchLatency(e *env, o options) error {
 		return err
 	}
 	fmt.Println("\n## memory")
-	fmt.Printf("rss_idle\t%.1f MiB\n", float64(idle)/1024)
+	fmt.Printf("rss_idle\t%.1f MiB\t%s, %v after start\n", float64(idle)/1024, rssSplit(h), idleAfter)
 
 	direct, err := directClient(e.c)
 	if err != nil {

@@ -11,19 +11,32 @@ import (
 )
 
 // rssKiB is the hub's resident set size.
-func rssKiB(h *harness.Hub) (int64, error) {
-	pid := h.Pid()
+func rssKiB(h *harness.Hub) (int64, error) { return procStatusKiB(h.Pid(), "VmRSS") }
+
+// rssSplit describes an RSS figure: the anonymous part (heap, stacks) and the file-backed part
+// (the binary's pages).
+func rssSplit(h *harness.Hub) string {
+	anon, err1 := procStatusKiB(h.Pid(), "RssAnon")
+	file, err2 := procStatusKiB(h.Pid(), "RssFile")
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return fmt.Sprintf("(anonymous %.1f MiB, the binary's pages %.1f MiB)", float64(anon)/1024, float64(file)/1024)
+}
+
+// procStatusKiB reads one kB field of /proc/<pid>/status.
+func procStatusKiB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			return strconv.ParseInt(f[0], 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return 0, fmt.Errorf("no %s for pid %d", field, pid)
 }
 
 // cpuTime is the user+system CPU time the process has used (from /proc/<pid>/stat).
@@ -56,9 +69,10 @@ func diskWriteBytes(pid int) (int64, error) {
 	return 0, fmt.Errorf("no write_bytes for pid %d", pid)
 }
 
-// idleAfter is how long a hub runs before its idle RSS is read: start-up has settled and the hub
-// has given back what start-up alone needed.
-const idleAfter = 20 * time.Second
+// idleAfter is how long a hub runs before its idle RSS is read: start-up has settled, the hub has
+// given back what start-up alone needed, and its periodic work (heartbeats, certificate checks,
+// garbage collections) has run a few times and paged in what it uses.
+const idleAfter = 2 * time.Minute
 
 // sampleRSS samples the hub's RSS every 50 ms until the returned function is called, which
 // stops sampling and returns the highest value seen.

@@ -40,6 +40,7 @@ func benchProfile(e *env, o options) error {
 	defer h.Stop()
 	time.Sleep(idleAfter)
 	idle, _ := rssKiB(h)
+	idleSplit := rssSplit(h)
 
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -79,7 +80,7 @@ func benchProfile(e *env, o options) error {
 	wg.Wait()
 
 	fmt.Printf("\n## node profile: 110 pods, %d Services with a 10-endpoint EndpointSlice each, kubelet/kube-proxy/coredns-like list+watch, 10 slice updates/s for %v\n", o.services, took.Round(time.Second))
-	fmt.Printf("rss_idle_before_clients\t%.1f MiB\n", float64(idle)/1024)
+	fmt.Printf("rss_idle_before_clients\t%.1f MiB\t%s\n", float64(idle)/1024, idleSplit)
 	lists.print("")
 	fmt.Printf("rss_after_initial_lists\t%.1f MiB\n", float64(listed)/1024)
 	fmt.Printf("rss_peak_during_updates\t%.1f MiB\n", float64(peak)/1024)

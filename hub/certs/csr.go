@@ -55,9 +55,9 @@ type apiClient struct {
 
 func newAPIClient(server string, tlsCfg *tls.Config, token string, timeout time.Duration) *apiClient {
 	// Keep-alive: a pending CSR is polled on one connection, not a TLS handshake per poll. The
-	// clients are short-lived; an idle connection goes after 30 s (or when the CSR is done).
+	// clients are short-lived; an idle connection goes after 90 s (or when the CSR is done).
 	return &apiClient{server: server, token: token, http: &http.Client{Timeout: timeout,
-		Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}}
+		Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second}}}
 }
 
 // do sends a JSON request and decodes a 2xx JSON answer into out.
