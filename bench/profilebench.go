@@ -186,7 +186,7 @@ func profileListsUnderLimit(e *env, limit string) error {
 		return err
 	}
 	defer h.Stop()
-	time.Sleep(idleAfter)
+	time.Sleep(20 * time.Second) // start-up settled
 	ctx, stop := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
 	f, err := profileLists(ctx, h, &wg)
