@@ -83,6 +83,7 @@ func run(args []string) int {
 		Filters:            o.filterConfig(),
 		MaxInFlight:        o.maxInFlight,
 		CacheMaxBytes:      bytesOf(o.cacheMaxBytes),
+		Pool:               o.poolConfig(),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodehub:", err)

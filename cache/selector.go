@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"nodehub/wire"
 )
 
 // Selector is a list's scope: a namespace ("" for all) and its label and field selectors.
@@ -40,13 +42,21 @@ func (s Selector) Matches(h *Header, body func() []byte) bool {
 	if s.Namespace != "" && h.Namespace != s.Namespace {
 		return false
 	}
-	if s.labels != nil && !s.labels.Empty() && !s.labels.Matches(labels.Set(h.Labels)) {
+	return s.MatchesMeta(h.Meta(), body)
+}
+
+// MatchesMeta evaluates the selector on an object's metadata (the pool's in-memory store keeps
+// wire.Meta, not cache headers); body as for Matches.
+func (s Selector) MatchesMeta(m wire.Meta, body func() []byte) bool {
+	if s.Namespace != "" && m.Namespace != s.Namespace {
+		return false
+	}
+	if s.labels != nil && !s.labels.Empty() && !s.labels.Matches(labels.Set(m.Labels)) {
 		return false
 	}
 	if s.fields == nil || s.fields.Empty() {
 		return true
 	}
-	m := h.Meta()
 	set := fields.Set{}
 	for _, r := range s.fields.Requirements() {
 		v, ok := m.FieldValue(r.Field, nil)

@@ -20,6 +20,7 @@ import (
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
 	"nodehub/hub/remote"
+	"nodehub/pool"
 )
 
 // Config is everything the hub needs, filled from flags by main.
@@ -57,6 +58,8 @@ type Config struct {
 	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
 	// beyond it clients get 429 with Retry-After. 0: no bound.
 	MaxInFlight int
+	// Pool configures pool sharing (list/watch of pool-scope resources from shared stores).
+	Pool PoolConfig
 }
 
 // Server is a running hub. Build it with New, start it with Run.
@@ -75,6 +78,8 @@ type Server struct {
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
 	self     *http.Client // the hub's own requests to its proxy port
+	pool     *pool.Pool   // nil when pool sharing is off
+	pm       *poolMetrics
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -140,6 +145,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.filters = fs
 	s.proxy = s.newReverseProxy()
+	s.pm = newPoolMetrics(reg)
+	if s.pool, err = s.newPool(); err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	if s.pool != nil {
+		s.pm.watchStores(reg, s.pool)
+	}
 	return s, nil
 }
 
@@ -154,7 +166,7 @@ func (s *Server) Run(ctx context.Context) error {
 		{"proxy", s.cfg.ProxyAddr, http.HandlerFunc(s.serveProxy)},
 		{"hub", s.cfg.HubAddr, s.hubMux()},
 	}
-	errc := make(chan error, len(servers))
+	errc := make(chan error, len(servers)+1)
 	var httpServers []*http.Server
 	for _, sv := range servers {
 		ln, err := net.Listen("tcp", sv.addr)
@@ -188,6 +200,17 @@ func (s *Server) Run(ctx context.Context) error {
 		}()
 		go s.runGC(ctx)
 	}
+	poolDone := make(chan struct{})
+	if s.pool != nil {
+		go func() {
+			defer close(poolDone)
+			if err := s.pool.Run(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	} else {
+		close(poolDone)
+	}
 
 	var err error
 	select {
@@ -201,6 +224,11 @@ func (s *Server) Run(ctx context.Context) error {
 	defer done()
 	for _, hs := range httpServers {
 		_ = hs.Shutdown(shutdownCtx)
+	}
+	cancel() // the pool releases its lease
+	select {
+	case <-poolDone:
+	case <-time.After(3 * time.Second):
 	}
 	if s.cache != nil {
 		flushCtx, flushed := context.WithTimeout(context.Background(), 4*time.Second)
