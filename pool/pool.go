@@ -79,7 +79,10 @@ type Pool struct {
 	leading  bool      // this hub holds the pool's lease
 	leader   string    // the holder identity of the pool's leader ("" none known)
 	failedAt time.Time // when the current leader last failed this follower
+	since    time.Time // when the current leader was learnt
 	changed  chan struct{}
+	decided  chan struct{} // closed once the pool's leader is first known (or given up on)
+	once     sync.Once
 }
 
 // New prepares the stores; nothing runs until Run.
@@ -99,7 +102,7 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.Mode != ModeOff && (cfg.Addr == "" || cfg.PoolName == "") {
 		return nil, errors.New("pool: a pool mode needs the pool's name and this hub's pool address")
 	}
-	p := &Pool{cfg: cfg, stores: map[Resource]*Store{}, log: cfg.Log, changed: make(chan struct{})}
+	p := &Pool{cfg: cfg, stores: map[Resource]*Store{}, log: cfg.Log, changed: make(chan struct{}), decided: make(chan struct{})}
 	for _, r := range cfg.Resources {
 		p.stores[r] = NewStore(r)
 	}
@@ -113,9 +116,25 @@ func New(cfg Config) (*Pool, error) {
 // followers) until ctx ends. It returns once the pool's lease is released.
 func (p *Pool) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
+	if p.cfg.Mode == ModeOff {
+		p.decide()
+	} else {
+		// A follower's first list comes from its leader, not the cloud: wait (a little) for the
+		// election to say who leads.
+		t := time.AfterFunc(2*p.cfg.LeaderTimeout, p.decide)
+		defer t.Stop()
+	}
 	for _, st := range p.stores {
 		wg.Add(1)
-		go func() { defer wg.Done(); st.run(ctx, p.pick, p.log) }()
+		go func() {
+			defer wg.Done()
+			select {
+			case <-p.decided:
+			case <-ctx.Done():
+				return
+			}
+			st.run(ctx, p.pick, p.log)
+		}()
 	}
 	p.role()
 	var err error
@@ -170,11 +189,14 @@ func (p *Pool) pick() (Upstream, <-chan struct{}) {
 	}, p.changed
 }
 
-// leaderFailed sends every store to the cloud for retryLeader, unless the leader changed since.
+func (p *Pool) decide() { p.once.Do(func() { close(p.decided) }) }
+
+// leaderFailed sends every store to the cloud for retryLeader, unless the leader changed since
+// or was elected just now (it may still be listing from the cloud: its 503s are retried).
 func (p *Pool) leaderFailed(leader string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.leader != leader || time.Since(p.failedAt) < retryLeader {
+	if p.leader != leader || time.Since(p.failedAt) < retryLeader || time.Since(p.since) < p.cfg.LeaderTimeout {
 		return
 	}
 	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
@@ -191,9 +213,12 @@ func (p *Pool) setLeader(holder string, leading bool) {
 		return
 	}
 	p.log.Info("pool: leader changed", "leader", holder, "self", leading)
-	p.leader, p.leading, p.failedAt = holder, leading, time.Time{}
+	p.leader, p.leading, p.failedAt, p.since = holder, leading, time.Time{}, time.Now()
 	p.signalLocked()
 	p.mu.Unlock()
+	if holder != "" {
+		p.decide()
+	}
 	p.role()
 }
 

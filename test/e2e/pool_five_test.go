@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"nodehub/e2e/harness"
+)
+
+// poolHub is one of the five hubs of a pool run, with its clients.
+type poolHub struct {
+	edge    *harness.Edge
+	hub     *harness.Hub
+	port    int
+	stop    context.CancelFunc // ends its clients
+	clients []*poolClient
+}
+
+// startPoolHubs starts one hub per edge behind relay in the given sharing mode ("none": no
+// sharing at all; "node": node level only; "lease": the pool elects a leader).
+func startPoolHubs(t *testing.T, ctx context.Context, mode string, edges []*harness.Edge, relay *harness.Relay) []*poolHub {
+	t.Helper()
+	var hubs []*poolHub
+	for _, e := range edges {
+		ph := &poolHub{edge: e, port: harness.FreePort()}
+		args := append(e.Args(), "--heartbeat-interval-seconds=10", "--nodepool-name=pool-e2e",
+			"--disk-cache-path="+filepath.Join(e.Dir, "cache-"+mode), "--v=2")
+		switch mode {
+		case "none":
+			args = append(args, "--pool-scope-resources=")
+		case "lease":
+			args = append(args, "--pool-mode=lease", "--pool-bind-address="+e.IP.String(), "--pool-port="+strconv.Itoa(ph.port))
+		}
+		h, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: e.Dir, Servers: relay.URL(), Args: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ph.hub = h
+		t.Cleanup(func() {
+			h.Stop()
+			if t.Failed() {
+				t.Logf("%s (%s) log:\n%s", e.Name, mode, tailString(h.Log(), 3000))
+			}
+		})
+		hubs = append(hubs, ph)
+	}
+	for _, ph := range hubs {
+		if err := ph.hub.WaitHTTP(ctx, "/v1/readyz", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hubs
+}
+
+// startClients starts a kube-proxy-like (protobuf) and a coredns-like (JSON) client per hub.
+func startClients(t *testing.T, ctx context.Context, ns string, hubs []*poolHub) []*poolClient {
+	t.Helper()
+	var all []*poolClient
+	for _, ph := range hubs {
+		cctx, cancel := context.WithCancel(ctx)
+		ph.stop = cancel
+		t.Cleanup(cancel)
+		ph.clients = []*poolClient{
+			startPoolClient(t, cctx, ph.edge.Name+"/kube-proxy", ph.hub.Client(kubeProxyUA, true), ns),
+			startPoolClient(t, cctx, ph.edge.Name+"/coredns", kubernetes.NewForConfigOrDie(ph.hub.Config(corednsUA, false)), ns),
+		}
+		all = append(all, ph.clients...)
+	}
+	return all
+}
+
+func roleOf(ph *poolHub) string {
+	for _, r := range []string{"leader", "follower", "none"} {
+		if v, _ := ph.hub.Metric(`nodehub_pool_role{role="` + r + `"}`); v == 1 {
+			return r
+		}
+	}
+	return ""
+}
+
+func rssKiB(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// Five hubs (edge-1..edge-5, each its own node certificate, pool addresses 127.0.0.2–6) with a
+// kube-proxy-like and a coredns-like client each, while admin churns 10 EndpointSlices per
+// second: every client ends with exactly the apiserver's state, in each of three modes; the
+// cloud bytes (counted by a relay in front of the apiserver) are compared; in lease mode the
+// leader is SIGKILLed, followers carry on from the cloud and a new leader takes over; a peer
+// without a node certificate cannot read from the leader.
+func TestPoolFiveHubsLeaseSharingAndFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	ns := "pool-five"
+	slices := poolFixture(t, ctx, ns, 20)
+	bindNodes(t, "e2e-pool-lease", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})
+	var edges []*harness.Edge
+	for i := 1; i <= 5; i++ {
+		e, err := cluster.NewEdge(ctx, fmt.Sprintf("edge-%d", i), net.IPv4(127, 0, 0, byte(i+1)), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		edges = append(edges, e)
+	}
+	target := strings.TrimPrefix(cluster.APIServers[0].URL, "https://")
+	churnFor := 20 * time.Second
+	if s := os.Getenv("NODEHUB_POOL_CHURN"); s != "" {
+		churnFor, _ = time.ParseDuration(s)
+	}
+	figures := map[string]int64{}
+	for _, mode := range []string{"none", "node", "lease"} {
+		relay, err := harness.NewRelay(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hubs := startPoolHubs(t, ctx, mode, edges, relay)
+		if mode != "none" {
+			eventually(t, 60*time.Second, mode+": shared stores synced", func() error {
+				leaders := 0
+				for _, ph := range hubs {
+					if v, _ := ph.hub.Metric("nodehub_pool_store_bytes"); v <= 0 {
+						return fmt.Errorf("%s: store empty", ph.edge.Name)
+					}
+					if r := roleOf(ph); mode == "lease" && r != "leader" && r != "follower" {
+						return fmt.Errorf("%s: role %q", ph.edge.Name, r)
+					} else if r == "leader" {
+						leaders++
+					}
+				}
+				if mode == "lease" && leaders != 1 {
+					return fmt.Errorf("%d leaders", leaders)
+				}
+				return nil
+			})
+		}
+		clients := startClients(t, ctx, ns, hubs)
+		start := relay.FromServer.Load()
+		n := churn(t, ctx, ns, slices, 10, churnFor)
+		converge(t, ctx, ns, clients)
+		figures[mode] = relay.FromServer.Load() - start
+		t.Logf("%s: %d slice updates in %v; 10 clients converged; cloud bytes during churn %d (%d since start)", mode, n, churnFor, figures[mode], relay.FromServer.Load())
+		if mode == "lease" {
+			failover(t, ctx, ns, slices, hubs, edges)
+		}
+		for _, ph := range hubs {
+			ph.stop()
+			ph.hub.Stop()
+		}
+		relay.Close()
+	}
+	cut := 1 - float64(figures["lease"])/float64(figures["none"])
+	t.Logf("cloud bytes during churn: no sharing %d, node sharing %d (%.0f%% less), lease %d (%.0f%% less)",
+		figures["none"], figures["node"], 100*(1-float64(figures["node"])/float64(figures["none"])), figures["lease"], 100*cut)
+	if cut < 0.75 {
+		t.Errorf("lease sharing cut cloud bytes by %.0f%%, want ≥ 75%%", 100*cut)
+	}
+}
+
+// failover kills the leader: the followers' clients keep getting changes (from the cloud at
+// first), a new leader is elected, and only node identities can read from it.
+func failover(t *testing.T, ctx context.Context, ns string, slices []string, hubs []*poolHub, edges []*harness.Edge) {
+	var leader *poolHub
+	var rest []*poolHub
+	for _, ph := range hubs {
+		if roleOf(ph) == "leader" {
+			leader = ph
+		} else {
+			rest = append(rest, ph)
+		}
+	}
+	if leader == nil {
+		t.Fatal("no leader")
+	}
+	t.Logf("leader %s RSS %d KiB; store %v bytes, window %v bytes", leader.edge.Name, rssKiB(leader.hub.Pid()),
+		metricOr(leader.hub, "nodehub_pool_store_bytes"), metricOr(leader.hub, "nodehub_pool_window_bytes"))
+	leader.stop()
+	leader.hub.Kill()
+	killed := time.Now()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"failover":"%d"}}}`, killed.UnixNano())
+	sl, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Patch(ctx, slices[1], types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []*poolClient
+	for _, ph := range rest {
+		clients = append(clients, ph.clients...)
+	}
+	eventually(t, 30*time.Second, "followers' clients get a change made after the leader died", func() error {
+		for _, c := range clients {
+			c.mu.Lock()
+			rv := c.seen["slice/"+sl.Name]
+			c.mu.Unlock()
+			if rv != sl.ResourceVersion {
+				return fmt.Errorf("%s has %s at %s, want %s", c.name, sl.Name, rv, sl.ResourceVersion)
+			}
+		}
+		return nil
+	})
+	continued := time.Since(killed)
+	t.Logf("leader killed: followers' clients had the next change after %v", continued.Round(time.Millisecond))
+	if continued > 5*time.Second {
+		t.Errorf("followers took %v to continue, want ≤ 5s", continued)
+	}
+	var newLeader *poolHub
+	eventually(t, 60*time.Second, "a new leader", func() error {
+		for _, ph := range rest {
+			if roleOf(ph) == "leader" {
+				newLeader = ph
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet")
+	})
+	t.Logf("new leader %s after %v", newLeader.edge.Name, time.Since(killed).Round(time.Millisecond))
+	eventually(t, 30*time.Second, "followers follow the new leader", func() error {
+		for _, ph := range rest {
+			if ph != newLeader && roleOf(ph) != "follower" {
+				return fmt.Errorf("%s is %s", ph.edge.Name, roleOf(ph))
+			}
+		}
+		return nil
+	})
+	churn(t, ctx, ns, slices, 10, 5*time.Second)
+	converge(t, ctx, ns, clients)
+
+	// Only node identities read from the leader.
+	addr := fmt.Sprintf("https://%s:%d/apis/discovery.k8s.io/v1/endpointslices", newLeader.edge.IP, newLeader.port)
+	pool := x509.NewCertPool()
+	pool.AddCert(cluster.PKI.CA)
+	get := func(certFile, keyFile string) (int, error) {
+		cfg := &tls.Config{RootCAs: pool}
+		if certFile != "" {
+			c, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return 0, err
+			}
+			cfg.Certificates = []tls.Certificate{c}
+		}
+		cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+		defer cl.CloseIdleConnections()
+		resp, err := cl.Get(addr)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := get(edges[0].Cert, edges[0].Key); err != nil || code != http.StatusOK {
+		t.Errorf("a node certificate: %d %v, want 200", code, err)
+	}
+	if code, err := get(cluster.AdminCert, cluster.AdminKey); err == nil {
+		t.Errorf("an admin (non-node) certificate read from the leader: %d", code)
+	}
+	if code, err := get("", ""); err == nil {
+		t.Errorf("no client certificate read from the leader: %d", code)
+	}
+	other, err := harness.NewPKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, fk, _ := other.Issue("forged", "system:node:edge-9", []string{"system:nodes"}, nil, nil)
+	if code, err := get(fc, fk); err == nil {
+		t.Errorf("a node certificate from another CA read from the leader: %d", code)
+	}
+}
