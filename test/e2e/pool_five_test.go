@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,15 +37,7 @@ func startPoolHubs(t *testing.T, ctx context.Context, mode string, edges []*harn
 	var hubs []*poolHub
 	for _, e := range edges {
 		ph := &poolHub{edge: e, port: harness.FreePort()}
-		args := append(e.Args(), "--heartbeat-interval-seconds=10", "--nodepool-name=pool-e2e",
-			"--disk-cache-path="+filepath.Join(e.Dir, "cache-"+mode), "--v=2")
-		switch mode {
-		case "none":
-			args = append(args, "--pool-scope-resources=")
-		case "lease":
-			args = append(args, "--pool-mode=lease", "--pool-bind-address="+e.IP.String(), "--pool-port="+strconv.Itoa(ph.port))
-		}
-		h, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: e.Dir, Servers: relay.URL(), Args: args})
+		h, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: e.Dir, Servers: relay.URL(), Args: e.PoolArgs(mode, ph.port)})
 		if err != nil {
 			t.Fatal(err)
 		}

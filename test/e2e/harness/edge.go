@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,4 +57,19 @@ func (c *Cluster) NewEdge(ctx context.Context, name string, ip net.IP, dir strin
 // Args are the hub flags that make it this node.
 func (e *Edge) Args() []string {
 	return []string{"--node-name=" + e.Name, "--client-cert=" + e.Cert, "--client-key=" + e.Key}
+}
+
+// PoolArgs are the hub flags for a pool-sharing mode: "none" (no sharing at all), "node" (node
+// level only) or "lease" (the pool elects a leader; this hub's pool port is port on its IP). The
+// heartbeat is slow so that the cloud bytes are mostly the pool-scope resources'.
+func (e *Edge) PoolArgs(mode string, port int) []string {
+	args := append(e.Args(), "--heartbeat-interval-seconds=10", "--nodepool-name=pool-e2e",
+		"--disk-cache-path="+filepath.Join(e.Dir, "cache-"+mode), "--v=2")
+	switch mode {
+	case "none":
+		args = append(args, "--pool-scope-resources=")
+	case "lease":
+		args = append(args, "--pool-mode=lease", "--pool-bind-address="+e.IP.String(), "--pool-port="+strconv.Itoa(port))
+	}
+	return args
 }
