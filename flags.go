@@ -159,7 +159,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.poolResources, "pool-scope-resources", pool.DefaultResources, "resources shared from one list+watch (group/version/resource, comma separated; empty: no sharing)")
 	fs.StringVar(&o.poolMode, "pool-mode", pool.ModeOff, "pool sharing: off (node level only), lease (elect a leader with a Lease) or nodepool (follow yurt-manager's leader)")
-	fs.StringVar(&o.poolLeaseNS, "pool-lease-namespace", "kube-system", "namespace of the pool's Lease in lease mode")
+	fs.StringVar(&o.poolLeaseNS, "pool-lease-namespace", "kube-node-lease", "namespace of the node Leases the pool's election reads in lease mode")
 	fs.StringVar(&o.poolBindAddress, "pool-bind-address", "", "this hub's address in the pool: the pool port listens there and a leader advertises it")
 	fs.IntVar(&o.poolPort, "pool-port", 10269, "the pool port (mTLS) where a leader serves the other hubs")
 	fs.DurationVar(&o.poolLeaderTimeout, "pool-leader-timeout", 5*time.Second, "a silent or unreachable leader is given up after this long")

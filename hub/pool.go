@@ -32,6 +32,9 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	if len(pc.Resources) == 0 {
 		return nil, nil
 	}
+	if pc.Mode == pool.ModeLease {
+		s.lease.Labels, s.lease.Annotations = pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
+	}
 	return pool.New(pool.Config{
 		Resources: pc.Resources, Mode: pc.Mode, NodeName: s.cfg.NodeName, PoolName: s.cfg.NodePoolName,
 		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,

@@ -1,31 +1,43 @@
 package pool
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
+	"strings"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehub/wire"
 )
 
-// elect takes part in the pool's election (lease mode) until ctx ends: the pool's hubs compete
-// for the Lease nodehub-pool-<pool> in the cloud; the holder renews it every LeaderTimeout/2 and
-// leads while it does; the others follow the holder and take over once the lease has not been
-// renewed for its duration (3 × LeaderTimeout), measured on their own clock. The leader releases
-// the lease when it stops.
+// The pool's ballots are the hubs' own node Leases (kube-node-lease/<node>): NodeRestriction lets
+// a node write no other Lease, and the hub renews its node's lease anyway. A hub in lease mode
+// labels its lease with the pool and annotates it with its pool address (see LeaseMarks).
+const (
+	LabelPool         = "nodehub.io/pool"
+	AnnotationAddress = "nodehub.io/pool-address"
+)
+
+// LeaseMarks are the label and annotation a hub in lease mode puts on its node's Lease.
+func LeaseMarks(pool, addr string) (labels, annotations map[string]string) {
+	return map[string]string{LabelPool: pool}, map[string]string{AnnotationAddress: addr}
+}
+
+// elect follows the pool's node leases (lease mode) until ctx ends: one watch on the leases in
+// LeaseNamespace labelled with the pool. The leader is the member with the smallest node name
+// among those whose lease is alive — renewed within its leaseDurationSeconds, as this hub's clock
+// sees the renewals — so every hub reaches the same answer from the same leases without writing
+// anything but its own lease. A dead hub (or a dead kubelet: the hub then stops renewing) stops
+// renewing and the next member takes over. A leader that stops clears its address first, so the
+// others move on at once.
 func (p *Pool) elect(ctx context.Context) {
-	e := &elector{p: p, name: "nodehub-pool-" + p.cfg.PoolName, me: p.cfg.NodeName + "@" + p.cfg.Addr,
-		duration: 3 * p.cfg.LeaderTimeout}
+	st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases",
+		Namespace: p.cfg.LeaseNamespace, LabelSelector: LabelPool + "=" + p.cfg.PoolName})
+	go st.run(ctx, func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }, p.log)
+	e := &elector{p: p, seen: map[string]renewal{}}
 	tick := time.NewTicker(p.cfg.LeaderTimeout / 2)
 	defer tick.Stop()
 	for {
-		e.round(ctx)
+		e.round(st, time.Now())
 		select {
 		case <-ctx.Done():
 			e.release()
@@ -37,158 +49,95 @@ func (p *Pool) elect(ctx context.Context) {
 }
 
 type elector struct {
-	p        *Pool
-	name, me string
-	duration time.Duration
-
-	lease    *wire.Lease // as last read or written
-	seen     string      // holder and renewTime last seen
-	seenAt   time.Time   // when seen last changed, on this hub's clock
-	renewed  time.Time   // when this hub last renewed its lease
-	failures int
+	p    *Pool
+	seen map[string]renewal // node → its lease's last renewal as seen here
 }
 
-func (e *elector) path() string {
-	return "/apis/coordination.k8s.io/v1/namespaces/" + e.p.cfg.LeaseNamespace + "/leases"
+type renewal struct {
+	mark string    // renewTime as written
+	at   time.Time // when it was seen to change (the first time: the renewTime itself)
 }
 
-// round reads the lease and acquires, renews or follows.
-func (e *elector) round(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, e.p.cfg.LeaderTimeout)
-	defer cancel()
-	l, code, err := e.do(ctx, http.MethodGet, e.path()+"/"+e.name, nil)
-	now := time.Now()
-	switch {
-	case code == http.StatusNotFound:
-		e.acquire(ctx, nil, now)
-		return
-	case err != nil:
-		e.failures++
-		if e.failures == 3 {
-			e.p.log.Warn("pool: cannot read the pool's lease", "err", err)
-		}
-		if e.p.Leading() && now.Sub(e.renewed) > e.duration {
-			e.p.setLeader("", false) // could not renew in time: someone else may lead now
-		}
-		return
-	}
-	e.failures = 0
-	holder := ""
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
-	}
-	mark := holder
-	if l.Spec.RenewTime != nil {
-		mark += " " + l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
-	}
-	if mark != e.seen {
-		e.seen, e.seenAt = mark, now
-	}
-	e.lease = l
-	switch {
-	case holder == e.me:
-		e.renew(ctx, l, now)
-	case holder == "" || now.Sub(e.seenAt) > e.duration:
-		e.acquire(ctx, l, now)
-	default:
-		e.p.setLeader(holder, false)
-	}
-}
-
-func (e *elector) acquire(ctx context.Context, l *wire.Lease, now time.Time) {
-	t := metav1.NewMicroTime(now)
-	secs := int32(e.duration / time.Second)
-	var out *wire.Lease
-	var code int
-	var err error
-	if l == nil {
-		nl := &wire.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
-			ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: e.p.cfg.LeaseNamespace}}
-		zero := int32(0)
-		nl.Spec = wire.LeaseSpec{HolderIdentity: &e.me, LeaseDurationSeconds: &secs, AcquireTime: &t, RenewTime: &t, LeaseTransitions: &zero}
-		out, code, err = e.do(ctx, http.MethodPost, e.path(), nl)
-	} else {
-		nl := *l
-		trans := int32(1)
-		if l.Spec.LeaseTransitions != nil {
-			trans = *l.Spec.LeaseTransitions + 1
-		}
-		nl.Spec = wire.LeaseSpec{HolderIdentity: &e.me, LeaseDurationSeconds: &secs, AcquireTime: &t, RenewTime: &t, LeaseTransitions: &trans}
-		out, code, err = e.do(ctx, http.MethodPut, e.path()+"/"+e.name, &nl)
-	}
+// round picks the leader from the leases as they are now.
+func (e *elector) round(st *Store, now time.Time) {
+	objs, _, _, err := st.snapshot()
 	if err != nil {
-		if code != http.StatusConflict {
-			e.p.log.Debug("pool: lease not acquired", "err", err)
-		}
-		return // someone else was faster; the next round follows them
+		return // not listed yet (or no RBAC to): no leader, every store reads the cloud
 	}
-	e.lease, e.renewed = out, now
-	e.p.setLeader(e.me, true)
-}
-
-func (e *elector) renew(ctx context.Context, l *wire.Lease, now time.Time) {
-	nl := *l
-	t := metav1.NewMicroTime(now)
-	nl.Spec.RenewTime = &t
-	out, _, err := e.do(ctx, http.MethodPut, e.path()+"/"+e.name, &nl)
-	if err != nil {
-		if now.Sub(e.renewed) > e.duration {
-			e.p.setLeader("", false)
+	best, bestAddr := "", ""
+	for _, o := range objs {
+		t, err := wire.Decode(o.raw)
+		l, ok := t.(*wire.Lease)
+		if err != nil || !ok {
+			continue
 		}
+		addr := l.Annotations[AnnotationAddress]
+		if addr == "" || l.Spec.RenewTime == nil {
+			continue
+		}
+		mark := l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+		r, known := e.seen[l.Name]
+		switch {
+		case !known:
+			r = renewal{mark: mark, at: l.Spec.RenewTime.Time}
+			if r.at.After(now) {
+				r.at = now
+			}
+		case r.mark != mark:
+			r = renewal{mark: mark, at: now}
+		}
+		e.seen[l.Name] = r
+		dur := 40 * time.Second
+		if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+			dur = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		}
+		if now.Sub(r.at) > dur {
+			continue
+		}
+		if best == "" || l.Name < best {
+			best, bestAddr = l.Name, addr
+		}
+	}
+	if best == "" {
+		e.p.setLeader("", false)
 		return
 	}
-	e.lease, e.renewed = out, now
-	e.p.setLeader(e.me, true)
+	e.p.setLeader(best+"@"+bestAddr, best == e.p.cfg.NodeName)
 }
 
-// release gives the lease up at once (holder cleared) so a follower takes over in one round.
+// release clears this hub's address from its lease when it leads, so the others elect the next
+// member at their next round instead of waiting for the lease to run out.
 func (e *elector) release() {
-	if !e.p.Leading() || e.lease == nil {
+	if !e.p.Leading() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	nl := *e.lease
-	one := int32(1)
-	now := metav1.NewMicroTime(time.Now())
-	nl.Spec.HolderIdentity, nl.Spec.LeaseDurationSeconds, nl.Spec.RenewTime = nil, &one, &now
-	if _, _, err := e.do(ctx, http.MethodPut, e.path()+"/"+e.name, &nl); err != nil {
-		e.p.log.Warn("pool: lease not released", "err", err)
-	}
-}
-
-// do sends a request about the lease to the cloud (JSON both ways) and decodes the lease answered.
-func (e *elector) do(ctx context.Context, method, path string, body *wire.Lease) (*wire.Lease, int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, 0, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, path, rd)
+	body := `{"metadata":{"annotations":{"` + AnnotationAddress + `":null}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch,
+		"/apis/coordination.k8s.io/v1/namespaces/"+e.p.cfg.LeaseNamespace+"/leases/"+e.p.cfg.NodeName, strings.NewReader(body))
 	if err != nil {
-		return nil, 0, err
+		return
 	}
+	req.Header.Set("Content-Type", "application/merge-patch+json")
 	req.Header.Set("Accept", wire.MediaJSON)
-	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("User-Agent", "nodehub/pool")
 	resp, err := e.p.cfg.Cloud(req)
 	if err != nil {
-		return nil, 0, err
+		e.p.log.Warn("pool: leadership not released", "err", err)
+		return
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+}
+
+// fetchElection reads the election's leases from the cloud (not counted as pool-scope data, not
+// cached).
+func (p *Pool) fetchElection(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	if err != nil {
-		return nil, resp.StatusCode, err
+		return nil, err
 	}
-	if resp.StatusCode/100 != 2 {
-		return nil, resp.StatusCode, fmt.Errorf("pool: %s lease: %s: %.200s", method, resp.Status, data)
-	}
-	var l wire.Lease
-	if err := json.Unmarshal(data, &l); err != nil {
-		return nil, resp.StatusCode, fmt.Errorf("pool: lease: %w", err)
-	}
-	return &l, resp.StatusCode, nil
+	req.Header.Set("Accept", wire.MediaProtobuf+", "+wire.MediaJSON)
+	req.Header.Set("User-Agent", "nodehub/pool")
+	return p.cfg.Cloud(req)
 }

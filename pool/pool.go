@@ -191,12 +191,14 @@ func (p *Pool) pick() (Upstream, <-chan struct{}) {
 
 func (p *Pool) decide() { p.once.Do(func() { close(p.decided) }) }
 
-// leaderFailed sends every store to the cloud for retryLeader, unless the leader changed since
-// or was elected just now (it may still be listing from the cloud: its 503s are retried).
+// leaderFailed sends every store to the cloud for retryLeader, unless the leader changed since.
+// A leader elected just now that answers with an error (it may still be listing from the cloud)
+// is given LeaderTimeout; one that cannot be reached is given up at once.
 func (p *Pool) leaderFailed(leader string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.leader != leader || time.Since(p.failedAt) < retryLeader || time.Since(p.since) < p.cfg.LeaderTimeout {
+	var answered *statusError
+	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) && time.Since(p.since) < p.cfg.LeaderTimeout {
 		return
 	}
 	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)

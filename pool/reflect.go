@@ -90,7 +90,7 @@ func (s *Store) sync(ctx context.Context, up Upstream) error {
 func (s *Store) list(ctx context.Context, up Upstream) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	resp, err := up.Fetch(ctx, s.res.Path())
+	resp, err := up.Fetch(ctx, s.res.url(""))
 	if err != nil {
 		return err
 	}
@@ -130,8 +130,8 @@ func (s *Store) watch(ctx context.Context, up Upstream) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	timeout := 300 + rand.IntN(300) // as client-go spreads its watches: 5–10 minutes
-	path := s.res.Path() + "?watch=1&allowWatchBookmarks=true&timeoutSeconds=" + strconv.Itoa(timeout) +
-		"&resourceVersion=" + strconv.FormatUint(s.ResourceVersion(), 10)
+	path := s.res.url("watch=1&allowWatchBookmarks=true&timeoutSeconds=" + strconv.Itoa(timeout) +
+		"&resourceVersion=" + strconv.FormatUint(s.ResourceVersion(), 10))
 	resp, err := up.Fetch(ctx, path)
 	if err != nil {
 		return err
@@ -196,8 +196,16 @@ func (s *Store) watch(ctx context.Context, up Upstream) error {
 	}
 }
 
+// statusError is an upstream's answer other than 200 (as opposed to no answer at all).
+type statusError struct {
+	what, status string
+	body         []byte
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("pool: %s: %s: %q", e.what, e.status, e.body) }
+
 // statusErr reads an error answer's first bytes into an error.
 func statusErr(what string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	return fmt.Errorf("pool: %s: %s: %q", what, resp.Status, b)
+	return &statusError{what: what, status: resp.Status, body: b}
 }

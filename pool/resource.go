@@ -8,6 +8,7 @@ package pool
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"nodehub/wire"
@@ -19,6 +20,9 @@ const DefaultResources = "/v1/services,discovery.k8s.io/v1/endpointslices"
 // Resource is one pool-scope resource: group ("" for the core API), version and plural name.
 type Resource struct {
 	Group, Version, Resource string
+	// Namespace and LabelSelector narrow what a store holds (the election's leases); the
+	// pool-scope resources leave them empty: all namespaces, every object.
+	Namespace, LabelSelector string
 }
 
 // ParseResources reads --pool-scope-resources: comma-separated group/version/resource, with an
@@ -44,12 +48,30 @@ func ParseResources(v string) ([]Resource, error) {
 	return out, nil
 }
 
-// Path is the resource's collection URL path, all namespaces.
+// Path is the resource's collection URL path (all namespaces unless Namespace is set).
 func (r Resource) Path() string {
+	p := "/apis/" + r.Group + "/" + r.Version
 	if r.Group == "" {
-		return "/api/" + r.Version + "/" + r.Resource
+		p = "/api/" + r.Version
 	}
-	return "/apis/" + r.Group + "/" + r.Version + "/" + r.Resource
+	if r.Namespace != "" {
+		p += "/namespaces/" + r.Namespace
+	}
+	return p + "/" + r.Resource
+}
+
+// url is the collection's URL with a query (and the label selector, if any).
+func (r Resource) url(query string) string {
+	if r.LabelSelector != "" {
+		if query != "" {
+			query += "&"
+		}
+		query += "labelSelector=" + url.QueryEscape(r.LabelSelector)
+	}
+	if query == "" {
+		return r.Path()
+	}
+	return r.Path() + "?" + query
 }
 
 // String is group/version/resource as the flag writes it.

@@ -106,7 +106,7 @@ func TestPoolFiveHubsLeaseSharingAndFailover(t *testing.T) {
 	defer cancel()
 	ns := "pool-five"
 	slices := poolFixture(t, ctx, ns, 20)
-	bindNodes(t, "e2e-pool-lease", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})
+	bindNodes(t, "e2e-pool-election", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}})
 	var edges []*harness.Edge
 	for i := 1; i <= 5; i++ {
 		e, err := cluster.NewEdge(ctx, fmt.Sprintf("edge-%d", i), net.IPv4(127, 0, 0, byte(i+1)), t.TempDir())
@@ -210,12 +210,20 @@ func failover(t *testing.T, ctx context.Context, ns string, slices []string, hub
 		return nil
 	})
 	continued := time.Since(killed)
+	if os.Getenv("NODEHUB_POOL_DEBUG") != "" {
+		for _, l := range strings.Split(rest[0].hub.Log(), "\n") {
+			if strings.Contains(l, "pool") && !strings.Contains(l, "upstream failed\" resource=coord") {
+				t.Log(l)
+			}
+		}
+		t.Logf("killed at %s", killed.UTC().Format(time.RFC3339Nano))
+	}
 	t.Logf("leader killed: followers' clients had the next change after %v", continued.Round(time.Millisecond))
 	if continued > 5*time.Second {
 		t.Errorf("followers took %v to continue, want ≤ 5s", continued)
 	}
 	var newLeader *poolHub
-	eventually(t, 60*time.Second, "a new leader", func() error {
+	eventually(t, 90*time.Second, "a new leader", func() error {
 		for _, ph := range rest {
 			if roleOf(ph) == "leader" {
 				newLeader = ph

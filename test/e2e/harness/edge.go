@@ -63,8 +63,12 @@ func (e *Edge) Args() []string {
 // level only) or "lease" (the pool elects a leader; this hub's pool port is port on its IP). The
 // heartbeat is slow so that the cloud bytes are mostly the pool-scope resources'.
 func (e *Edge) PoolArgs(mode string, port int) []string {
-	args := append(e.Args(), "--heartbeat-interval-seconds=10", "--nodepool-name=pool-e2e",
+	// No kubelet here: the hub keeps renewing the node's lease (the pool's ballot) all the same.
+	args := append(e.Args(), "--heartbeat-interval-seconds=10", "--nodepool-name=pool-e2e", "--kubelet-health-grace-period=1h",
 		"--disk-cache-path="+filepath.Join(e.Dir, "cache-"+mode), "--v=2")
+	if v := os.Getenv("NODEHUB_POOL_V"); v != "" {
+		args = append(args, "--v="+v)
+	}
 	switch mode {
 	case "none":
 		args = append(args, "--pool-scope-resources=")
