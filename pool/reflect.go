@@ -202,7 +202,9 @@ type statusError struct {
 	body         []byte
 }
 
-func (e *statusError) Error() string { return fmt.Sprintf("pool: %s: %s: %q", e.what, e.status, e.body) }
+func (e *statusError) Error() string {
+	return fmt.Sprintf("pool: %s: %s: %q", e.what, e.status, e.body)
+}
 
 // statusErr reads an error answer's first bytes into an error.
 func statusErr(what string, resp *http.Response) error {
