@@ -56,8 +56,9 @@ func benchPool(e *env, o options) error {
 		}
 		cloud[mode] = n
 	}
-	for _, m := range []struct{ mode, what string }{{"none", "no sharing"}, {"node", "node sharing"}, {"lease", "pool sharing (lease)"}} {
-		fmt.Printf("pool_cloud_bytes_%s\t%.0f KiB\t(%s; %.0f%% less than no sharing)\n", m.mode, float64(cloud[m.mode])/1024, m.what, 100*(1-float64(cloud[m.mode])/float64(cloud["none"])))
+	fmt.Printf("pool_cloud_bytes_none\t%.0f KiB\t(no sharing)\n", float64(cloud["none"])/1024)
+	for _, m := range []struct{ mode, what string }{{"node", "node sharing"}, {"lease", "pool sharing, lease mode"}} {
+		fmt.Printf("pool_cloud_bytes_%s\t%.0f KiB\t(%s: %.0f%% less)\n", m.mode, float64(cloud[m.mode])/1024, m.what, 100*(1-float64(cloud[m.mode])/float64(cloud["none"])))
 	}
 	return nil
 }
