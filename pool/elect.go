@@ -130,8 +130,8 @@ func (e *elector) release() {
 	resp.Body.Close()
 }
 
-// fetchElection reads the election's leases from the cloud (not counted as pool-scope data, not
-// cached).
+// fetchElection sends a GET to the cloud asking for protobuf: the election's leases this way are
+// neither counted as pool-scope data nor cached.
 func (p *Pool) fetchElection(ctx context.Context, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	if err != nil {

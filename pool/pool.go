@@ -19,7 +19,7 @@ import (
 const (
 	// ModeOff shares on the node only: one upstream list+watch per resource for all local clients.
 	ModeOff = "off"
-	// ModeLease elects a leader per pool with a coordination.k8s.io/v1 Lease in the cloud.
+	// ModeLease elects a leader per pool from the pool's node Leases in the cloud (see elect).
 	ModeLease = "lease"
 	// ModeNodePool follows the leaders OpenYurt's yurt-manager publishes in the NodePool's status.
 	ModeNodePool = "nodepool"
@@ -39,7 +39,7 @@ type Config struct {
 	// Mode is ModeOff, ModeLease or ModeNodePool.
 	Mode               string
 	NodeName, PoolName string
-	// LeaseNamespace holds the pool's Lease (nodehub-pool-<pool>) in lease mode.
+	// LeaseNamespace holds the node Leases the election reads in lease mode (kube-node-lease).
 	LeaseNamespace string
 	// Addr is host:port of the pool port: where this hub serves followers when it leads, and the
 	// address it advertises as leader.
@@ -265,20 +265,15 @@ func leaderAddr(holder string) string {
 	return addr
 }
 
+// fetchCloud reads a pool-scope resource from the cloud, counted and teed into the cache.
 func (p *Pool) fetchCloud(ctx context.Context, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	resp, err := p.fetchElection(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", wire.MediaProtobuf+", "+wire.MediaJSON)
-	req.Header.Set("User-Agent", "nodehub/pool")
-	resp, err := p.cfg.Cloud(req)
-	if err != nil {
-		return nil, err
-	}
-	p.count("cloud", req, resp)
+	p.count("cloud", resp.Request, resp)
 	if p.cfg.Tee != nil {
-		p.cfg.Tee(req, resp)
+		p.cfg.Tee(resp.Request, resp)
 	}
 	return resp, nil
 }

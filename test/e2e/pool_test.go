@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -224,4 +226,35 @@ func TestPoolNodeSharingServesLocalClients(t *testing.T) {
 func metricOr(h *harness.Hub, series string) float64 {
 	v, _ := h.Metric(series)
 	return v
+}
+
+// What the shared store receives is cached (as the hub's own), so a hub restarted while the
+// cloud is unreachable still answers the pool-scope lists.
+func TestPoolStoreCachedForAnOfflineRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := "pool-offline"
+	poolFixture(t, ctx, ns, 3)
+	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	dir := t.TempDir()
+	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
+	eventually(t, 20*time.Second, "the shared store's copy cached", func() error {
+		_, err := os.Stat(filepath.Join(h.CacheDir, "nodehub/endpointslices.v1.discovery.k8s.io", ns, "s02-abc"))
+		return err
+	})
+	h.Stop()
+	relay.Refuse()
+	h2 := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
+	sl, err := h2.Client(kubeProxyUA, true).DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(sl.Items) != 3 {
+		t.Fatalf("offline after a restart: %v slices, %v", sl, err)
+	}
+	svcs, err := kubernetes.NewForConfigOrDie(h2.Config(corednsUA, false)).CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(svcs.Items) != 3 {
+		t.Fatalf("offline after a restart: %v services, %v", svcs, err)
+	}
 }
