@@ -158,8 +158,8 @@ func (p *Pool) Store(ri *wire.RequestInfo) *Store {
 	if p == nil || !ri.IsResource || ri.Subresource != "" || ri.Accept.As != "" || ri.Name != "" {
 		return nil
 	}
-	if ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch {
-		return nil
+	if ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch || ri.ResourceVersionMatch == "Exact" {
+		return nil // a list at an exact past resourceVersion only the cloud can answer
 	}
 	st := p.stores[Of(ri)]
 	if st == nil || !st.Synced() {
