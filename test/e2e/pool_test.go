@@ -243,8 +243,12 @@ func TestPoolStoreCachedForAnOfflineRestart(t *testing.T) {
 	dir := t.TempDir()
 	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
 	eventually(t, 20*time.Second, "the shared store's copy cached", func() error {
-		_, err := os.Stat(filepath.Join(h.CacheDir, "nodehub/endpointslices.v1.discovery.k8s.io", ns, "s02-abc"))
-		return err
+		for _, f := range []string{"nodehub/endpointslices.v1.discovery.k8s.io/" + ns + "/s02-abc", "nodehub/services.v1.core/" + ns + "/s02"} {
+			if _, err := os.Stat(filepath.Join(h.CacheDir, f)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	h.Stop()
 	relay.Refuse()
