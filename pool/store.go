@@ -16,8 +16,9 @@ import (
 // that is closed at every change. Safe for concurrent use.
 type Store struct {
 	res Resource
-	// MaxEvents and MaxEventBytes bound the event window (defaults 1,000 and 4 MiB). A watch that
-	// falls behind it, or asks to start before it, gets 410 Expired and re-lists.
+	// MaxEvents and MaxEventBytes bound the event window (defaults 500 and 2 MiB: under a steady
+	// 10 changes/s, almost a minute). A watch that falls behind it, or asks to start before it,
+	// gets 410 Expired and re-lists (from this store: no cloud traffic).
 	MaxEvents     int
 	MaxEventBytes int64
 
@@ -65,6 +66,7 @@ func newObject(raw []byte, res Resource) (*object, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.APIVersion, m.Kind, m.UID = "", "", "" // the store knows its kind; selectors need none of them
 	return &object{raw: raw, meta: m, rv: parseRV(m.ResourceVersion)}, nil
 }
 
@@ -203,10 +205,10 @@ func (s *Store) push(ev event) {
 	s.eventBytes += int64(len(ev.obj.raw))
 	maxN, maxB := s.MaxEvents, s.MaxEventBytes
 	if maxN <= 0 {
-		maxN = 1000
+		maxN = 500
 	}
 	if maxB <= 0 {
-		maxB = 4 << 20
+		maxB = 2 << 20
 	}
 	for len(s.events) > 1 && (len(s.events) > maxN || s.eventBytes > maxB) {
 		s.floor = s.events[0].rv
