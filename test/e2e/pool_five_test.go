@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,9 +170,9 @@ func TestPoolFiveHubsLeaseSharingAndFailover(t *testing.T) {
 	}
 }
 
-// failover kills the leader: the followers' clients keep getting changes (from the cloud at
-// first), a new leader is elected, and only node identities can read from it.
-func failover(t *testing.T, ctx context.Context, ns string, slices []string, hubs []*poolHub, edges []*harness.Edge) {
+// leaderOf returns the hub that says it leads and the others.
+func leaderOf(t *testing.T, hubs []*poolHub) (*poolHub, []*poolHub) {
+	t.Helper()
 	var leader *poolHub
 	var rest []*poolHub
 	for _, ph := range hubs {
@@ -184,63 +185,109 @@ func failover(t *testing.T, ctx context.Context, ns string, slices []string, hub
 	if leader == nil {
 		t.Fatal("no leader")
 	}
-	t.Logf("leader %s RSS %d KiB; store %v bytes, window %v bytes", leader.edge.Name, rssKiB(leader.hub.Pid()),
-		metricOr(leader.hub, "nodehub_pool_store_bytes"), metricOr(leader.hub, "nodehub_pool_window_bytes"))
-	leader.stop()
-	leader.hub.Kill()
-	killed := time.Now()
-	patch := fmt.Sprintf(`{"metadata":{"labels":{"failover":"%d"}}}`, killed.UnixNano())
-	sl, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Patch(ctx, slices[1], types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return leader, rest
+}
+
+// nextChange patches one slice and returns how long until every client holds the change.
+func nextChange(t *testing.T, ctx context.Context, ns, slice string, hubs []*poolHub) time.Duration {
+	t.Helper()
+	start := time.Now()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"failover":"%d"}}}`, start.UnixNano())
+	sl, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Patch(ctx, slice, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var clients []*poolClient
-	for _, ph := range rest {
-		clients = append(clients, ph.clients...)
-	}
-	eventually(t, 30*time.Second, "followers' clients get a change made after the leader died", func() error {
-		for _, c := range clients {
-			c.mu.Lock()
-			rv := c.seen["slice/"+sl.Name]
-			c.mu.Unlock()
-			if rv != sl.ResourceVersion {
-				return fmt.Errorf("%s has %s at %s, want %s", c.name, sl.Name, rv, sl.ResourceVersion)
+	eventually(t, 30*time.Second, "every client gets the change", func() error {
+		for _, ph := range hubs {
+			for _, c := range ph.clients {
+				c.mu.Lock()
+				rv := c.seen["slice/"+sl.Name]
+				c.mu.Unlock()
+				if rv != sl.ResourceVersion {
+					return fmt.Errorf("%s has %s at %s, want %s", c.name, sl.Name, rv, sl.ResourceVersion)
+				}
 			}
 		}
 		return nil
 	})
-	continued := time.Since(killed)
-	if os.Getenv("NODEHUB_POOL_DEBUG") != "" {
-		for _, l := range strings.Split(rest[0].hub.Log(), "\n") {
-			if strings.Contains(l, "pool") && !strings.Contains(l, "upstream failed\" resource=coord") {
-				t.Log(l)
-			}
-		}
-		t.Logf("killed at %s", killed.UTC().Format(time.RFC3339Nano))
-	}
-	t.Logf("leader killed: followers' clients had the next change after %v", continued.Round(time.Millisecond))
-	if continued > 5*time.Second {
-		t.Errorf("followers took %v to continue, want ≤ 5s", continued)
-	}
-	var newLeader *poolHub
-	eventually(t, 90*time.Second, "a new leader", func() error {
-		for _, ph := range rest {
+	return time.Since(start)
+}
+
+// waitLeader waits until every hub agrees that want leads (any hub but the excluded ones when
+// want is nil) and returns the leader.
+func waitLeader(t *testing.T, hubs []*poolHub, want *poolHub, d time.Duration) *poolHub {
+	t.Helper()
+	var leader *poolHub
+	eventually(t, d, "one leader all hubs follow", func() error {
+		leader = nil
+		for _, ph := range hubs {
 			if roleOf(ph) == "leader" {
-				newLeader = ph
-				return nil
+				if leader != nil {
+					return fmt.Errorf("two leaders: %s and %s", leader.edge.Name, ph.edge.Name)
+				}
+				leader = ph
 			}
 		}
-		return fmt.Errorf("none yet")
-	})
-	t.Logf("new leader %s after %v", newLeader.edge.Name, time.Since(killed).Round(time.Millisecond))
-	eventually(t, 30*time.Second, "followers follow the new leader", func() error {
-		for _, ph := range rest {
-			if ph != newLeader && roleOf(ph) != "follower" {
+		if leader == nil || want != nil && leader != want {
+			return fmt.Errorf("leader %v, want %v", leader, want)
+		}
+		for _, ph := range hubs {
+			if ph != leader && roleOf(ph) != "follower" {
 				return fmt.Errorf("%s is %s", ph.edge.Name, roleOf(ph))
 			}
 		}
 		return nil
 	})
+	return leader
+}
+
+// failover partitions the leader (SIGSTOP: connections stay open, nothing flows), then kills it
+// (SIGKILL): each time the followers' clients keep getting changes (from the cloud at first) and
+// a new leader is elected; a partitioned leader that comes back leads again. Only node
+// identities can read from the leader.
+func failover(t *testing.T, ctx context.Context, ns string, slices []string, hubs []*poolHub, edges []*harness.Edge) {
+	leader, rest := leaderOf(t, hubs)
+	t.Logf("leader %s RSS %d KiB; store %v bytes, window %v bytes", leader.edge.Name, rssKiB(leader.hub.Pid()),
+		metricOr(leader.hub, "nodehub_pool_store_bytes"), metricOr(leader.hub, "nodehub_pool_window_bytes"))
+
+	if err := leader.hub.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	d := nextChange(t, ctx, ns, slices[2], rest)
+	t.Logf("leader partitioned (SIGSTOP): followers' clients had the next change after %v", d.Round(time.Millisecond))
+	if d > 7*time.Second {
+		t.Errorf("followers of a silent leader took %v to continue, want ≤ --pool-leader-timeout (5s) + 2s", d)
+	}
+	stand := waitLeader(t, rest, nil, 90*time.Second)
+	t.Logf("stand-in leader %s after %v", stand.edge.Name, time.Since(frozen).Round(time.Millisecond))
+	if err := leader.hub.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	waitLeader(t, hubs, leader, 60*time.Second)
+	t.Logf("the partitioned leader is back and leads again after %v", time.Since(back).Round(time.Millisecond))
+	churn(t, ctx, ns, slices, 10, 3*time.Second)
+	var all []*poolClient
+	for _, ph := range hubs {
+		all = append(all, ph.clients...)
+	}
+	converge(t, ctx, ns, all)
+
+	leader.stop()
+	leader.hub.Kill()
+	killed := time.Now()
+	d = nextChange(t, ctx, ns, slices[1], rest)
+	t.Logf("leader killed (SIGKILL): followers' clients had the next change after %v", d.Round(time.Millisecond))
+	if d > 5*time.Second {
+		t.Errorf("followers took %v to continue, want ≤ 5s", d)
+	}
+	newLeader := waitLeader(t, rest, nil, 90*time.Second)
+	t.Logf("new leader %s after %v", newLeader.edge.Name, time.Since(killed).Round(time.Millisecond))
+	var clients []*poolClient
+	for _, ph := range rest {
+		clients = append(clients, ph.clients...)
+	}
 	churn(t, ctx, ns, slices, 10, 5*time.Second)
 	converge(t, ctx, ns, clients)
 
