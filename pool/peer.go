@@ -91,8 +91,11 @@ func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
 	case st == nil || !p.Leading():
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, "nodehub: not the pool's leader")
 		return
+	case !p.online():
+		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, "nodehub: the pool's leader cannot reach the cloud")
+		return
 	}
-	sv := Serving{Info: ri, BookmarkEvery: time.Second}
+	sv := Serving{Info: ri, BookmarkEvery: time.Second, Alive: func() bool { return p.Leading() && p.online() }}
 	if ri.Verb == wire.VerbWatch {
 		ri.AllowWatchBookmarks = true // followers tell a dead leader by its silence
 		st.ServeWatch(w, r, sv)

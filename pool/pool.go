@@ -59,6 +59,9 @@ type Config struct {
 	// OnRole, if set, is told the hub's role ("leader", "follower", "none") and the leader's
 	// holder identity whenever they change.
 	OnRole func(role, leader string)
+	// Online, if set, says whether the cloud is reachable: a leader that cannot reach it stops
+	// serving its followers (they go to the cloud themselves, or to their caches).
+	Online func() bool
 	// Tee, if set, sees every list and watch response the stores receive (the hub keeps a copy in
 	// its cache); it may replace resp.Body with one that passes the bytes through.
 	Tee func(req *http.Request, resp *http.Response)
@@ -234,6 +237,8 @@ func (p *Pool) signalLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
+
+func (p *Pool) online() bool { return p.cfg.Online == nil || p.cfg.Online() }
 
 // Leading reports whether this hub is the pool's leader.
 func (p *Pool) Leading() bool {

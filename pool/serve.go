@@ -22,6 +22,9 @@ type Serving struct {
 	// BookmarkEvery is how often a watch that allows bookmarks gets one (default 10 s; the leader
 	// sends followers one every second, which is how they notice it is gone).
 	BookmarkEvery time.Duration
+	// Alive, if set, is asked at every bookmark: false ends the watch (a leader cut off from the
+	// cloud must not reassure its followers with bookmarks over stale data).
+	Alive func() bool
 }
 
 // ServeList answers a list from the store: every object the namespace and selectors select, in
@@ -180,6 +183,9 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 			return
 		case <-wake:
 		case <-tick.C:
+			if sv.Alive != nil && !sv.Alive() {
+				return
+			}
 			if ri.AllowWatchBookmarks {
 				rv := strconv.FormatUint(max(s.ResourceVersion(), from), 10)
 				if !send(wire.EventBookmark, wire.BookmarkObject(av, kind, rv, false, pb)) || rc.Flush() != nil {
