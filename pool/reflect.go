@@ -41,6 +41,7 @@ var errGone = errors.New("pool: upstream expired the resourceVersion")
 // over and over, from whatever upstream pick says, until ctx ends.
 func (s *Store) run(ctx context.Context, pick Picker, log *slog.Logger) {
 	backoff := 250 * time.Millisecond
+	failures := 0
 	for ctx.Err() == nil {
 		up, changed := pick()
 		uctx, cancel := context.WithCancel(ctx)
@@ -60,13 +61,16 @@ func (s *Store) run(ctx context.Context, pick Picker, log *slog.Logger) {
 		case ctx.Err() != nil:
 			return
 		case err == nil || switched || errors.Is(err, errGone):
-			backoff = 250 * time.Millisecond
+			backoff, failures = 250*time.Millisecond, 0
 			continue
 		}
 		if up.Failed != nil {
 			up.Failed(err)
 		}
 		log.Debug("pool: upstream failed", "resource", s.res.String(), "upstream", up.Name, "err", err)
+		if failures++; failures == 5 && !s.Synced() {
+			log.Warn("pool: cannot list the resource; its clients go to the cloud until it can (RBAC?)", "resource", s.res.String(), "upstream", up.Name, "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
