@@ -331,3 +331,49 @@ func failover(t *testing.T, ctx context.Context, ns string, slices []string, hub
 		t.Errorf("a node certificate from another CA read from the leader: %d", code)
 	}
 }
+
+// nodepool mode: the hubs follow the leader yurt-manager publishes in the NodePool's
+// status.leaderEndpoints, and move when it changes.
+func TestPoolNodePoolModeFollowsPublishedLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := "pool-np"
+	poolFixture(t, ctx, ns, 3)
+	makeNodePool(t, ctx, "pool-np-lead")
+	var hubs []*poolHub
+	for i := 1; i <= 2; i++ {
+		e, err := cluster.NewEdge(ctx, fmt.Sprintf("edge-%d", i), net.IPv4(127, 0, 0, byte(i+1)), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ph := &poolHub{edge: e, port: harness.FreePort()}
+		ph.hub = startHubIn(t, e.Dir, "", append(e.Args(), "--nodepool-name=pool-np-lead", "--pool-mode=nodepool",
+			"--pool-bind-address="+e.IP.String(), "--pool-port="+strconv.Itoa(ph.port), "--pool-leader-timeout=1s")...)
+		hubs = append(hubs, ph)
+	}
+	lead := func(ph *poolHub) {
+		status := fmt.Sprintf(`{"status":{"leaderEndpoints":[{"nodeName":%q,"address":"%s:%d"}]}}`, ph.edge.Name, ph.edge.IP, ph.port)
+		if err := cluster.Admin.RESTClient().Patch(types.MergePatchType).AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools/pool-np-lead/status").Body([]byte(status)).Do(ctx).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lead(hubs[0])
+	waitLeader(t, hubs, hubs[0], 30*time.Second)
+	eventually(t, 30*time.Second, "the follower reads from the leader", func() error {
+		if v := metricOr(hubs[1].hub, `nodehub_pool_received_bytes_total{source="leader",resource="endpointslices"}`); v <= 0 {
+			return fmt.Errorf("no bytes from the leader yet")
+		}
+		return nil
+	})
+	startClients(t, ctx, ns, hubs)
+	lead(hubs[1])
+	waitLeader(t, hubs, hubs[1], 30*time.Second)
+	eventually(t, 30*time.Second, "the new follower reads from the new leader", func() error {
+		if v := metricOr(hubs[0].hub, `nodehub_pool_received_bytes_total{source="leader",resource="endpointslices"}`); v <= 0 {
+			return fmt.Errorf("no bytes from the leader yet")
+		}
+		return nil
+	})
+	churn(t, ctx, ns, []string{"s00-abc", "s01-abc", "s02-abc"}, 10, 2*time.Second)
+	converge(t, ctx, ns, append(hubs[0].clients, hubs[1].clients...))
+}
