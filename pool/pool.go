@@ -116,7 +116,8 @@ func New(cfg Config) (*Pool, error) {
 }
 
 // Run keeps the stores in sync and, in a pool mode, takes part in the pool (election, serving
-// followers) until ctx ends. It returns once the pool's lease is released.
+// followers) until ctx ends, and returns once a leader has given up its leadership. It returns
+// at once when the pool port cannot be served (the caller then ends ctx).
 func (p *Pool) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if p.cfg.Mode == ModeOff {
@@ -151,8 +152,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); p.followNodePool(ctx) }()
 		err = p.servePeers(ctx)
 	}
+	if err != nil {
+		return err
+	}
 	wg.Wait()
-	return err
+	return nil
 }
 
 // Store returns the store that serves a request — a list or watch of a pool-scope resource in
