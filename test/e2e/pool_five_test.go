@@ -351,29 +351,23 @@ func TestPoolNodePoolModeFollowsPublishedLeader(t *testing.T) {
 			"--pool-bind-address="+e.IP.String(), "--pool-port="+strconv.Itoa(ph.port), "--pool-leader-timeout=1s")...)
 		hubs = append(hubs, ph)
 	}
-	lead := func(ph *poolHub) {
-		status := fmt.Sprintf(`{"status":{"leaderEndpoints":[{"nodeName":%q,"address":"%s:%d"}]}}`, ph.edge.Name, ph.edge.IP, ph.port)
+	// lead publishes leader as the pool's leader and waits until follower reads from it.
+	lead := func(leader, follower *poolHub) {
+		status := fmt.Sprintf(`{"status":{"leaderEndpoints":[{"nodeName":%q,"address":"%s:%d"}]}}`, leader.edge.Name, leader.edge.IP, leader.port)
 		if err := cluster.Admin.RESTClient().Patch(types.MergePatchType).AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools/pool-np-lead/status").Body([]byte(status)).Do(ctx).Error(); err != nil {
 			t.Fatal(err)
 		}
+		waitLeader(t, hubs, leader, 30*time.Second)
+		eventually(t, 30*time.Second, follower.edge.Name+" reads from the leader", func() error {
+			if v := metricOr(follower.hub, `nodehub_pool_received_bytes_total{source="leader",resource="endpointslices"}`); v <= 0 {
+				return fmt.Errorf("no bytes from the leader yet")
+			}
+			return nil
+		})
 	}
-	lead(hubs[0])
-	waitLeader(t, hubs, hubs[0], 30*time.Second)
-	eventually(t, 30*time.Second, "the follower reads from the leader", func() error {
-		if v := metricOr(hubs[1].hub, `nodehub_pool_received_bytes_total{source="leader",resource="endpointslices"}`); v <= 0 {
-			return fmt.Errorf("no bytes from the leader yet")
-		}
-		return nil
-	})
+	lead(hubs[0], hubs[1])
 	startClients(t, ctx, ns, hubs)
-	lead(hubs[1])
-	waitLeader(t, hubs, hubs[1], 30*time.Second)
-	eventually(t, 30*time.Second, "the new follower reads from the new leader", func() error {
-		if v := metricOr(hubs[0].hub, `nodehub_pool_received_bytes_total{source="leader",resource="endpointslices"}`); v <= 0 {
-			return fmt.Errorf("no bytes from the leader yet")
-		}
-		return nil
-	})
+	lead(hubs[1], hubs[0])
 	churn(t, ctx, ns, []string{"s00-abc", "s01-abc", "s02-abc"}, 10, 2*time.Second)
 	converge(t, ctx, ns, append(hubs[0].clients, hubs[1].clients...))
 }
