@@ -45,13 +45,24 @@ func (s Selector) Matches(h *Header, body func() []byte) bool {
 	return s.MatchesMeta(h.Meta(), body)
 }
 
-// MatchesMeta evaluates the selector on an object's metadata (the pool's in-memory store keeps
-// wire.Meta, not cache headers); body as for Matches.
+// MatchesMeta evaluates the selector on an object's metadata; body as for Matches.
 func (s Selector) MatchesMeta(m wire.Meta, body func() []byte) bool {
-	if s.Namespace != "" && m.Namespace != s.Namespace {
+	return s.MatchesObject(m.Namespace, labels.Set(m.Labels), func(path string) (string, bool) {
+		v, ok := m.FieldValue(path, nil)
+		if !ok && body != nil {
+			v, ok = m.FieldValue(path, body())
+		}
+		return v, ok
+	})
+}
+
+// MatchesObject evaluates the selector on an object's namespace, labels and field values (the
+// pool's in-memory store keeps them compactly, not as wire.Meta).
+func (s Selector) MatchesObject(namespace string, lbls labels.Labels, field func(path string) (string, bool)) bool {
+	if s.Namespace != "" && namespace != s.Namespace {
 		return false
 	}
-	if s.labels != nil && !s.labels.Empty() && !s.labels.Matches(labels.Set(m.Labels)) {
+	if s.labels != nil && !s.labels.Empty() && !s.labels.Matches(lbls) {
 		return false
 	}
 	if s.fields == nil || s.fields.Empty() {
@@ -59,11 +70,7 @@ func (s Selector) MatchesMeta(m wire.Meta, body func() []byte) bool {
 	}
 	set := fields.Set{}
 	for _, r := range s.fields.Requirements() {
-		v, ok := m.FieldValue(r.Field, nil)
-		if !ok && body != nil {
-			v, ok = m.FieldValue(r.Field, body())
-		}
-		if ok {
+		if v, ok := field(r.Field); ok {
 			set[r.Field] = v
 		}
 	}

@@ -69,7 +69,7 @@ func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 
 // out returns an object as this client gets it, or false when it is not for this client.
 func (sv Serving) out(o *object, sel cache.Selector, pb bool) ([]byte, bool) {
-	if !sel.MatchesMeta(o.meta, func() []byte { return o.raw }) {
+	if !o.matches(sel) {
 		return nil, false
 	}
 	raw := o.raw
@@ -200,10 +200,10 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 // selection is ADDED, one that leaves it (or that its filters remove) is DELETED.
 func (sv Serving) event(ev event, sel cache.Selector, pb bool) (string, []byte, bool) {
 	o := ev.obj
-	in := sel.MatchesMeta(o.meta, func() []byte { return o.raw })
+	in := o.matches(sel)
 	typ := ev.typ
 	if ev.typ == wire.EventModified && ev.prev != nil {
-		was := sel.MatchesMeta(ev.prev.meta, func() []byte { return ev.prev.raw })
+		was := ev.prev.matches(sel)
 		switch {
 		case !in && !was:
 			return "", nil, false

@@ -3,7 +3,6 @@ package pool
 import (
 	"errors"
 	"sort"
-	"strconv"
 	"sync"
 
 	"nodehub/wire"
@@ -37,12 +36,6 @@ type Store struct {
 	kind       string
 }
 
-type object struct {
-	raw  []byte
-	meta wire.Meta
-	rv   uint64
-}
-
 type event struct {
 	typ  string
 	obj  *object
@@ -60,22 +53,6 @@ var errNotSynced = errors.New("pool: store not synced yet")
 func NewStore(res Resource) *Store {
 	return &Store{res: res, objs: map[string]*object{}, wake: make(chan struct{})}
 }
-
-func newObject(raw []byte, res Resource) (*object, error) {
-	m, err := wire.ExtractMeta(raw, res.Resource)
-	if err != nil {
-		return nil, err
-	}
-	m.APIVersion, m.Kind, m.UID = "", "", "" // the store knows its kind; selectors need none of them
-	return &object{raw: raw, meta: m, rv: parseRV(m.ResourceVersion)}, nil
-}
-
-func parseRV(s string) uint64 {
-	n, _ := strconv.ParseUint(s, 10, 64)
-	return n
-}
-
-func key(m *wire.Meta) string { return m.Namespace + "/" + m.Name }
 
 // Synced reports whether the store holds a list to serve.
 func (s *Store) Synced() bool {
@@ -111,7 +88,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	newm := make(map[string]*object, len(items))
 	var size int64
 	for _, o := range items {
-		newm[key(&o.meta)] = o
+		newm[o.key()] = o
 		size += int64(len(o.raw))
 	}
 	if !s.synced {
@@ -125,7 +102,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 		switch {
 		case old == nil:
 			evs = append(evs, event{typ: wire.EventAdded, obj: o, rv: o.rv})
-		case old.meta.ResourceVersion != o.meta.ResourceVersion:
+		case old.rv != o.rv:
 			evs = append(evs, event{typ: wire.EventModified, obj: o, prev: old, rv: o.rv})
 		}
 	}
@@ -149,7 +126,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 func (s *Store) apply(typ string, o *object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := key(&o.meta)
+	k := o.key()
 	old := s.objs[k]
 	if old != nil {
 		s.objBytes -= int64(len(old.raw))
@@ -237,11 +214,11 @@ func (s *Store) snapshot() ([]*object, uint64, uint64, error) {
 		out = append(out, o)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		a, b := &out[i].meta, &out[j].meta
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
+		a, b := out[i], out[j]
+		if a.namespace != b.namespace {
+			return a.namespace < b.namespace
 		}
-		return a.Name < b.Name
+		return a.name < b.name
 	})
 	return out, s.rv, s.first + uint64(len(s.events)), nil
 }

@@ -35,10 +35,17 @@ type poolClient struct {
 	adds int
 }
 
+// kubeProxySelector is what kube-proxy lists services and slices with.
+const kubeProxySelector = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name"
+
 func startPoolClient(t *testing.T, ctx context.Context, name string, cs kubernetes.Interface, ns string) *poolClient {
 	t.Helper()
 	c := &poolClient{name: name, seen: map[string]string{}}
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	opts := []informers.SharedInformerOption{informers.WithNamespace(ns)}
+	if strings.Contains(name, "kube-proxy") {
+		opts = append(opts, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }))
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, opts...)
 	for kind, inf := range map[string]cache.SharedIndexInformer{"svc": f.Core().V1().Services().Informer(), "slice": f.Discovery().V1().EndpointSlices().Informer()} {
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.set(kind, obj, true) },
