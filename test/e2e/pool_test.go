@@ -173,13 +173,17 @@ func churn(t *testing.T, ctx context.Context, ns string, slices []string, perSec
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
 	end := time.Now().Add(d)
-	n := 0
+	n, failed := 0, 0
 	for time.Now().Before(end) {
 		<-tick.C
 		name := slices[n%len(slices)]
 		patch := fmt.Sprintf(`{"endpoints":[{"addresses":["10.1.%d.%d"],"nodeName":%q}]}`, n/250%250, n%250+1, harness.NodeName)
 		if _, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatalf("churn: %v", err)
+			// A loaded machine may time a write out; the clients must still match the apiserver.
+			if failed++; failed > perSecond {
+				t.Fatalf("churn: %d updates failed, the last: %v", failed, err)
+			}
+			t.Logf("churn: update failed (the test goes on): %v", err)
 		}
 		n++
 	}
