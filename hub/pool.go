@@ -40,7 +40,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,
 		Cloud: s.cloudDo, Credentials: s.cfg.Credentials,
 		ServingCert: filepath.Join(pc.RootDir, "pki", "yurthub-server-current.pem"),
-		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online,
+		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
 	})
 }
 

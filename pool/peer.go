@@ -98,6 +98,10 @@ func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
 	sv := Serving{Info: ri, BookmarkEvery: time.Second, Alive: func() bool { return p.Leading() && p.online() }}
 	if ri.Verb == wire.VerbWatch {
 		ri.AllowWatchBookmarks = true // followers tell a dead leader by its silence
+		if p.cfg.OnPeerWatch != nil {
+			p.cfg.OnPeerWatch(1)
+			defer p.cfg.OnPeerWatch(-1)
+		}
 		st.ServeWatch(w, r, sv)
 		return
 	}

@@ -59,6 +59,9 @@ type Config struct {
 	// OnRole, if set, is told the hub's role ("leader", "follower", "none") and the leader's
 	// holder identity whenever they change.
 	OnRole func(role, leader string)
+	// OnPeerWatch, if set, is told +1 when a follower's watch starts on the pool port and -1 when
+	// it ends.
+	OnPeerWatch func(delta int)
 	// Online, if set, says whether the cloud is reachable: a leader that cannot reach it stops
 	// serving its followers (they go to the cloud themselves, or to their caches).
 	Online func() bool

@@ -118,7 +118,7 @@ func TestPoolFiveHubsLeaseSharingAndFailover(t *testing.T) {
 	}
 	target := strings.TrimPrefix(cluster.APIServers[0].URL, "https://")
 	churnFor := 20 * time.Second
-	if s := os.Getenv("NODEHUB_POOL_CHURN"); s != "" {
+	if s := os.Getenv("NODEHUB_POOL_CHURN"); s != "" { // e.g. 3s for a quicker run
 		churnFor, _ = time.ParseDuration(s)
 	}
 	figures := map[string]int64{}
@@ -247,6 +247,9 @@ func waitLeader(t *testing.T, hubs []*poolHub, want *poolHub, d time.Duration) *
 // identities can read from the leader.
 func failover(t *testing.T, ctx context.Context, ns string, slices []string, hubs []*poolHub, edges []*harness.Edge) {
 	leader, rest := leaderOf(t, hubs)
+	if v := metricOr(leader.hub, "nodehub_pool_follower_watches"); v != 2*float64(len(rest)) {
+		t.Errorf("the leader serves %v followers' watches, want %d (two resources per follower)", v, 2*len(rest))
+	}
 	t.Logf("leader %s RSS %d KiB; store %v bytes, window %v bytes", leader.edge.Name, rssKiB(leader.hub.Pid()),
 		metricOr(leader.hub, "nodehub_pool_store_bytes"), metricOr(leader.hub, "nodehub_pool_window_bytes"))
 

@@ -59,7 +59,8 @@ func (e *Edge) Args() []string {
 	return []string{"--node-name=" + e.Name, "--client-cert=" + e.Cert, "--client-key=" + e.Key}
 }
 
-// PoolArgs are the hub flags for a pool-sharing mode: "none" (no sharing at all), "node" (node
+// PoolArgs are the hub flags for a pool-sharing mode (NODEHUB_POOL_V=4 in the environment logs
+// the hubs' debug lines): "none" (no sharing at all), "node" (node
 // level only) or "lease" (the pool elects a leader; this hub's pool port is port on its IP). The
 // heartbeat is slow so that the cloud bytes are mostly the pool-scope resources'.
 func (e *Edge) PoolArgs(mode string, port int) []string {
