@@ -28,12 +28,15 @@ func LeaseMarks(pool, addr string) (labels, annotations map[string]string) {
 // sees the renewals — so every hub reaches the same answer from the same leases without writing
 // anything but its own lease. A dead hub (or a dead kubelet: the hub then stops renewing) stops
 // renewing and the next member takes over. A leader that stops clears its address first, so the
-// others move on at once.
+// others move on at once. A leader that fails its followers (refused, reset, silent) is passed
+// over by them until its lease is renewed again: the followers of a killed leader, which all see
+// its connections fail at once, agree on the next member within a round instead of waiting for
+// the dead lease to run out; a leader that was only cut off leads again once it renews.
 func (p *Pool) elect(ctx context.Context) {
 	st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases",
 		Namespace: p.cfg.LeaseNamespace, LabelSelector: LabelPool + "=" + p.cfg.PoolName})
 	go st.run(ctx, func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }, p.log)
-	e := &elector{p: p, seen: map[string]renewal{}}
+	e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}}
 	tick := time.NewTicker(p.cfg.LeaderTimeout / 2)
 	defer tick.Stop()
 	for {
@@ -44,13 +47,15 @@ func (p *Pool) elect(ctx context.Context) {
 			p.setLeader("", false)
 			return
 		case <-tick.C:
+		case <-p.kick:
 		}
 	}
 }
 
 type elector struct {
-	p    *Pool
-	seen map[string]renewal // node → its lease's last renewal as seen here
+	p      *Pool
+	seen   map[string]renewal // node → its lease's last renewal as seen here
+	passed map[string]string  // node → the renewal it failed this hub at: not eligible until a newer one
 }
 
 type renewal struct {
@@ -64,6 +69,7 @@ func (e *elector) round(st *Store, now time.Time) {
 	if err != nil {
 		return // not listed yet (or no RBAC to): no leader, every store reads the cloud
 	}
+	suspect, _, _ := strings.Cut(e.p.takeSuspect(), "@")
 	best, bestAddr := "", ""
 	for _, o := range objs {
 		t, err := wire.Decode(o.raw)
@@ -87,6 +93,15 @@ func (e *elector) round(st *Store, now time.Time) {
 			r = renewal{mark: mark, at: now}
 		}
 		e.seen[l.Name] = r
+		if l.Name == suspect {
+			e.passed[l.Name] = mark
+		}
+		if m, ok := e.passed[l.Name]; ok {
+			if m == mark {
+				continue // it failed this hub and has not renewed since
+			}
+			delete(e.passed, l.Name)
+		}
 		dur := 40 * time.Second
 		if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
 			dur = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second

@@ -86,6 +86,8 @@ type Pool struct {
 	leader   string    // the holder identity of the pool's leader ("" none known)
 	failedAt time.Time // when the current leader last failed this follower
 	since    time.Time // when the current leader was learnt
+	suspect  string    // a leader that failed this hub, for the election to pass over
+	kick     chan struct{}
 	changed  chan struct{}
 	decided  chan struct{} // closed once the pool's leader is first known (or given up on)
 	once     sync.Once
@@ -108,7 +110,7 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.Mode != ModeOff && (cfg.Addr == "" || cfg.PoolName == "") {
 		return nil, errors.New("pool: a pool mode needs the pool's name and this hub's pool address")
 	}
-	p := &Pool{cfg: cfg, stores: map[Resource]*Store{}, log: cfg.Log, changed: make(chan struct{}), decided: make(chan struct{})}
+	p := &Pool{cfg: cfg, stores: map[Resource]*Store{}, log: cfg.Log, changed: make(chan struct{}), decided: make(chan struct{}), kick: make(chan struct{}, 1)}
 	for _, r := range cfg.Resources {
 		p.stores[r] = NewStore(r)
 	}
@@ -212,9 +214,22 @@ func (p *Pool) leaderFailed(leader string, err error) {
 		return
 	}
 	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
-	p.failedAt = time.Now()
+	p.failedAt, p.suspect = time.Now(), leader
 	p.signalLocked()
 	time.AfterFunc(retryLeader, p.signal)
+	select {
+	case p.kick <- struct{}{}: // the election looks again now
+	default:
+	}
+}
+
+// takeSuspect returns (and forgets) the leader that last failed this hub.
+func (p *Pool) takeSuspect() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.suspect
+	p.suspect = ""
+	return s
 }
 
 // setLeader records the pool's leader as the election (or the NodePool) says.
