@@ -15,9 +15,11 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
+	"nodehub/hub"
 	"nodehub/hub/certs"
 	"nodehub/hub/dummyif"
 	"nodehub/hub/remote"
+	"nodehub/pool"
 )
 
 // options are the command line, with YurtHub's flag names where YurtHub has one.
@@ -70,6 +72,12 @@ type options struct {
 	dummyIfIP         string
 	dummyIfCleanup    bool
 	staticPodPath     string
+	poolResources     string
+	poolMode          string
+	poolLeaseNS       string
+	poolBindAddress   string
+	poolPort          int
+	poolLeaderTimeout time.Duration
 
 	// ignored collects the YurtHub flags that were set but nodehub does not implement yet.
 	ignored []string
@@ -168,6 +176,12 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.StringVar(&o.dummyIfIP, "dummy-if-ip", "", "the hub's address on the link (default 169.254.2.1; fd00::2:1 on an IPv6 node)")
 	fs.BoolVar(&o.dummyIfCleanup, "cleanup-dummy-if", false, "remove the hub's link when nodehub stops")
 	fs.StringVar(&o.staticPodPath, "static-pod-path", "/etc/kubernetes/manifests", "kubelet's static pod manifest directory (OTA upgrades of static pods write there)")
+	fs.StringVar(&o.poolResources, "pool-scope-resources", pool.DefaultResources, "resources shared from one list+watch (group/version/resource, comma separated; empty: no sharing)")
+	fs.StringVar(&o.poolMode, "pool-mode", pool.ModeOff, "pool sharing: off (node level only), lease (elect a leader with a Lease) or nodepool (follow yurt-manager's leader)")
+	fs.StringVar(&o.poolLeaseNS, "pool-lease-namespace", "kube-node-lease", "namespace of the node Leases the pool's election reads in lease mode")
+	fs.StringVar(&o.poolBindAddress, "pool-bind-address", "", "this hub's address in the pool: the pool port listens there and a leader advertises it")
+	fs.IntVar(&o.poolPort, "pool-port", 10269, "the pool port (mTLS) where a leader serves the other hubs")
+	fs.DurationVar(&o.poolLeaderTimeout, "pool-leader-timeout", 5*time.Second, "a silent or unreachable leader is given up after this long")
 	for name, isBool := range notYet {
 		fs.Var(&ignoredFlag{name: name, isBool: isBool, o: o}, name, "accepted for YurtHub compatibility; not implemented yet")
 	}
@@ -320,6 +334,44 @@ func (o *options) validate() error {
 	default:
 		return fmt.Errorf("--bootstrap-mode: %q is not kubeletcertificate or token", o.bootstrapMode)
 	}
+	return o.validatePool()
+}
+
+// validatePool checks the pool-sharing flags.
+func (o *options) validatePool() error {
+	if _, err := pool.ParseResources(o.poolResources); err != nil {
+		return fmt.Errorf("--pool-scope-resources: %v", err)
+	}
+	switch o.poolMode {
+	case pool.ModeOff:
+		return nil
+	case pool.ModeLease, pool.ModeNodePool:
+	default:
+		return fmt.Errorf("--pool-mode: %q is not off, lease or nodepool", o.poolMode)
+	}
+	if o.nodePoolName == "" {
+		return fmt.Errorf("--pool-mode: %s needs --nodepool-name", o.poolMode)
+	}
+	if o.poolResources == "" {
+		return fmt.Errorf("--pool-mode: %s needs --pool-scope-resources", o.poolMode)
+	}
+	ip := net.ParseIP(o.poolBindAddress)
+	switch {
+	case o.poolBindAddress == "" && o.poolMode == pool.ModeNodePool:
+	case ip == nil:
+		return fmt.Errorf("--pool-bind-address: %q is not an IP address (with --pool-mode=%s it is required: the address the pool's other hubs reach this one at)", o.poolBindAddress, o.poolMode)
+	case ip.IsUnspecified() && o.poolMode == pool.ModeLease:
+		return fmt.Errorf("--pool-bind-address: %s cannot be advertised to the pool; give this node's address", o.poolBindAddress)
+	}
+	if o.poolPort < 1 || o.poolPort > 65535 {
+		return fmt.Errorf("--pool-port: %d is not a port (1-65535)", o.poolPort)
+	}
+	if o.poolLeaderTimeout < 500*time.Millisecond {
+		return fmt.Errorf("--pool-leader-timeout: %v is below 500ms", o.poolLeaderTimeout)
+	}
+	if strings.ContainsAny(o.poolLeaseNS, "/ ") || o.poolLeaseNS == "" {
+		return fmt.Errorf("--pool-lease-namespace: %q is not a namespace", o.poolLeaseNS)
+	}
 	return nil
 }
 
@@ -349,6 +401,17 @@ func (o *options) caPins() []string {
 		}
 	}
 	return out
+}
+
+// poolConfig is what the pool flags say.
+func (o *options) poolConfig() hub.PoolConfig {
+	res, _ := pool.ParseResources(o.poolResources)
+	addr := o.poolBindAddress
+	if addr == "" {
+		addr = "0.0.0.0"
+	}
+	return hub.PoolConfig{Resources: res, Mode: o.poolMode, LeaseNamespace: o.poolLeaseNS,
+		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout, RootDir: o.rootDir}
 }
 
 func (o *options) servers() []string { return splitList(o.serverAddr) }

@@ -66,6 +66,13 @@ func TestParseFlagsErrorsAreOneLineNamingTheFlag(t *testing.T) {
 		{[]string{"--server-addr=a:1", "--dummy-if-ip=169.254.1.1"}, "--dummy-if-ip"},
 		{[]string{"--server-addr=a:1", "--dummy-if-ip=nope"}, "--dummy-if-ip"},
 		{[]string{"--server-addr=a:1", "--dummy-if-name=a-name-longer-than-15"}, "--dummy-if-name"},
+		{[]string{"--server-addr=a:1", "--pool-mode=mesh"}, "--pool-mode"},
+		{[]string{"--server-addr=a:1", "--pool-mode=lease"}, "--pool-mode"},
+		{[]string{"--server-addr=a:1", "--pool-mode=lease", "--nodepool-name=p"}, "--pool-bind-address"},
+		{[]string{"--server-addr=a:1", "--pool-mode=lease", "--nodepool-name=p", "--pool-bind-address=0.0.0.0"}, "--pool-bind-address"},
+		{[]string{"--server-addr=a:1", "--pool-mode=lease", "--nodepool-name=p", "--pool-bind-address=10.0.0.5", "--pool-port=0"}, "--pool-port"},
+		{[]string{"--server-addr=a:1", "--pool-mode=lease", "--nodepool-name=p", "--pool-bind-address=10.0.0.5", "--pool-leader-timeout=1ms"}, "--pool-leader-timeout"},
+		{[]string{"--server-addr=a:1", "--pool-scope-resources=services"}, "--pool-scope-resources"},
 	} {
 		_, err := parseFlags(tt.args, io.Discard)
 		if err == nil {

@@ -19,6 +19,7 @@ import (
 
 	"nodehub/hub"
 	"nodehub/hub/certs"
+	"nodehub/pool"
 )
 
 // Set by the Makefile with -ldflags -X.
@@ -113,6 +114,10 @@ func run(args []string) int {
 			secureAddrs = append(secureAddrs, hostPort(h, o.proxySecurePort))
 			ips = append(ips, net.ParseIP(h))
 		}
+		// A pool leader serves the other hubs with the same certificate, at its pool address.
+		if ip := net.ParseIP(o.poolBindAddress); o.poolMode != pool.ModeOff && ip != nil && !ip.IsUnspecified() && !slices.ContainsFunc(ips, ip.Equal) {
+			ips = append(ips, ip)
+		}
 		serving = certs.NewServing(certs.ServingConfig{Servers: o.servers(), NodeName: o.nodeName, Dir: o.pkiDir(), IPs: ips, Creds: creds, Log: log})
 		go serving.Run(ctx)
 	}
@@ -143,6 +148,7 @@ func run(args []string) int {
 		SetToken:           setToken,
 		DummyIf:            dummy,
 		StaticPodPath:      o.staticPodPath,
+		Pool:               o.poolConfig(),
 	}
 	if serving != nil {
 		cfg.ServingCert = serving.GetCertificate

@@ -18,7 +18,8 @@ import (
 
 type options struct {
 	rounds, pods, objects, services int
-	churn, profile                  time.Duration
+	poolServices                    int
+	churn, profile, poolChurn       time.Duration
 	limits                          string
 	sizes                           bool
 	cpuprofile                      string
@@ -34,9 +35,11 @@ func main() {
 	flag.IntVar(&o.services, "services", 1000, "services (each with a 10-endpoint EndpointSlice) in the node profile")
 	flag.DurationVar(&o.profile, "profile", time.Minute, "how long the node profile's 10 updates/s run")
 	flag.StringVar(&o.limits, "profile-memory-limits", "16Mi,24Mi", "--memory-limit values the node profile's initial lists are run again with")
+	flag.IntVar(&o.poolServices, "pool-services", 200, "services (each with a 10-endpoint EndpointSlice) in the pool benchmark")
+	flag.DurationVar(&o.poolChurn, "pool-churn", 30*time.Second, "how long the pool benchmark's 10 slice updates/s run, per mode")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
-	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, cache or profile")
+	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, cache, profile or pool")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -51,6 +54,7 @@ type env struct {
 	bin string
 	c   *harness.Cluster
 	n   int
+	gen int // the pool benchmark's update counter
 }
 
 // startHub starts a hub of its own for one section.
@@ -123,6 +127,11 @@ func run(o options) error {
 			}
 		}
 		if err := benchProfile(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "pool" {
+		if err := benchPool(e, o); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"nodehub/wire"
 )
 
 // Selector is a list's scope: a namespace ("" for all) and its label and field selectors.
@@ -40,20 +42,35 @@ func (s Selector) Matches(h *Header, body func() []byte) bool {
 	if s.Namespace != "" && h.Namespace != s.Namespace {
 		return false
 	}
-	if s.labels != nil && !s.labels.Empty() && !s.labels.Matches(labels.Set(h.Labels)) {
+	return s.MatchesMeta(h.Meta(), body)
+}
+
+// MatchesMeta evaluates the selector on an object's metadata; body as for Matches.
+func (s Selector) MatchesMeta(m wire.Meta, body func() []byte) bool {
+	return s.MatchesObject(m.Namespace, labels.Set(m.Labels), func(path string) (string, bool) {
+		v, ok := m.FieldValue(path, nil)
+		if !ok && body != nil {
+			v, ok = m.FieldValue(path, body())
+		}
+		return v, ok
+	})
+}
+
+// MatchesObject evaluates the selector on an object's namespace, labels and field values (the
+// pool's in-memory store keeps them compactly, not as wire.Meta).
+func (s Selector) MatchesObject(namespace string, lbls labels.Labels, field func(path string) (string, bool)) bool {
+	if s.Namespace != "" && namespace != s.Namespace {
+		return false
+	}
+	if s.labels != nil && !s.labels.Empty() && !s.labels.Matches(lbls) {
 		return false
 	}
 	if s.fields == nil || s.fields.Empty() {
 		return true
 	}
-	m := h.Meta()
 	set := fields.Set{}
 	for _, r := range s.fields.Requirements() {
-		v, ok := m.FieldValue(r.Field, nil)
-		if !ok && body != nil {
-			v, ok = m.FieldValue(r.Field, body())
-		}
-		if ok {
+		if v, ok := field(r.Field); ok {
 			set[r.Field] = v
 		}
 	}

@@ -18,14 +18,7 @@ const maxFilteredBody = 64 << 20
 // (read, decompressed, filtered, and sent on uncompressed with its Content-Length corrected —
 // unchanged, when no object was touched).
 func (s *Server) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Response) {
-	chain.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
-	chain.OnChange = func(name string, v filter.Verdict) {
-		action := "changed"
-		if v == filter.Drop {
-			action = "removed"
-		}
-		s.metrics.filterActions.Inc(name, action)
-	}
+	s.observe(chain)
 	media := wire.ParseMediaType(resp.Header.Get("Content-Type"))
 	if media.Type != wire.MediaJSON && media.Type != wire.MediaProtobuf {
 		return
@@ -70,6 +63,18 @@ func (s *Server) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Re
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	resp.ContentLength = int64(len(out))
 	resp.Body = io.NopCloser(bytes.NewReader(out))
+}
+
+// observe counts a chain's changes and errors in /metrics.
+func (s *Server) observe(chain *filter.Chain) {
+	chain.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
+	chain.OnChange = func(name string, v filter.Verdict) {
+		action := "changed"
+		if v == filter.Drop {
+			action = "removed"
+		}
+		s.metrics.filterActions.Inc(name, action)
+	}
 }
 
 type errReader struct{ err error }

@@ -37,6 +37,9 @@ type NodeLease struct {
 	Log         *slog.Logger
 	// Renewals counts cloud renewals by result (ok, conflict, error); may be nil.
 	Renewals func(result string)
+	// Labels and Annotations are put on the lease at every renewal (pool sharing's lease mode
+	// marks the hub as a member of its pool this way).
+	Labels, Annotations map[string]string
 
 	now func() time.Time
 
@@ -206,6 +209,23 @@ func (l *NodeLease) stamp(lease *wire.Lease) {
 		h := l.NodeName
 		lease.Spec.HolderIdentity = &h
 	}
+	lease.Labels = merged(lease.Labels, l.Labels)
+	lease.Annotations = merged(lease.Annotations, l.Annotations)
+}
+
+// merged returns m with add's entries set (m itself when add is empty).
+func merged(m, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m)+len(add))
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range add {
+		out[k] = v
+	}
+	return out
 }
 
 func (l *NodeLease) count(result string) {

@@ -59,6 +59,13 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		s.lease.ServeHTTP(rec, r, ri)
 		return
 	}
+	if id == remote.Node {
+		if st := s.pool.Store(ri); st != nil {
+			// Pool-scope lists and watches come from the shared store, online or not.
+			s.servePool(rec, r, ri, st)
+			return
+		}
+	}
 	var lreq *local.Request
 	var cred credential
 	if s.local != nil {

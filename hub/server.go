@@ -22,6 +22,7 @@ import (
 	"nodehub/hub/metrics"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/pool"
 )
 
 // Config is everything the hub needs, filled from flags by main.
@@ -73,6 +74,8 @@ type Config struct {
 	DummyIf DummyIf
 	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes.
 	StaticPodPath string
+	// Pool configures pool sharing (list/watch of pool-scope resources from shared stores).
+	Pool PoolConfig
 }
 
 // DummyIf is the hub's own address on the node: a link (Name) holding IP, kept in place by the
@@ -121,6 +124,8 @@ type Server struct {
 	self     *http.Client  // the hub's own requests to its proxy port
 	dummy    *dummyif.Link // nil without --enable-dummy-if
 	ota      *ota.Handler
+	pool     *pool.Pool // nil when pool sharing is off
+	pm       *poolMetrics
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -195,6 +200,13 @@ func New(cfg Config) (*Server, error) {
 		s.dummy = &dummyif.Link{Name: d.Name, IP: d.IP, Log: cfg.Log, OnEnsure: s.metrics.dummyEnsured}
 	}
 	s.ota = s.newOTA()
+	s.pm = newPoolMetrics(reg)
+	if s.pool, err = s.newPool(); err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	if s.pool != nil {
+		s.pm.watchStores(reg, s.pool)
+	}
 	return s, nil
 }
 
@@ -237,7 +249,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	errc := make(chan error, len(servers))
+	errc := make(chan error, len(servers)+1)
 	var httpServers []*http.Server
 	for _, sv := range servers {
 		ln, err := listen(ctx, sv.addr, sv.freebind)
@@ -275,6 +287,17 @@ func (s *Server) Run(ctx context.Context) error {
 		}()
 		go s.runGC(ctx)
 	}
+	poolDone := make(chan struct{})
+	if s.pool != nil {
+		go func() {
+			defer close(poolDone)
+			if err := s.pool.Run(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	} else {
+		close(poolDone)
+	}
 
 	var err error
 	select {
@@ -290,6 +313,11 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	s.ids.save()
+	cancel() // the pool releases its lease
+	select {
+	case <-poolDone:
+	case <-time.After(3 * time.Second):
+	}
 	if s.cache != nil {
 		flushCtx, flushed := context.WithTimeout(context.Background(), 4*time.Second)
 		defer flushed()

@@ -112,9 +112,9 @@ func TestHealthFlipsWithinThresholds(t *testing.T) {
 			_ = cluster.Restart(context.Background(), a)
 		}
 	})
-	// No client traffic (and no filters, whose topology watch is traffic too): only heartbeats
-	// decide. interval 1s, 3 failures, 2 successes, timeout 1s.
-	h := startHub(t, "--heartbeat-failed-retry=3", "--heartbeat-healthy-threshold=2", "--heartbeat-timeout-seconds=1", "--enable-resource-filter=false")
+	// No client traffic (and no filters, whose topology watch is traffic too, and no pool sharing,
+	// whose list+watch is too): only heartbeats decide. interval 1s, 3 failures, 2 successes, timeout 1s.
+	h := startHub(t, "--heartbeat-failed-retry=3", "--heartbeat-healthy-threshold=2", "--heartbeat-timeout-seconds=1", "--enable-resource-filter=false", "--pool-scope-resources=")
 	eventually(t, 5*time.Second, "healthy at start, and the hub's own start-up re-list of the node's pods done", func() error {
 		if healthGauge(t, h, a) != 1 || upstreamOK(t, h, a)+upstreamOK(t, h, cluster.APIServers[1]) < 1 {
 			return fmt.Errorf("not yet")

@@ -88,7 +88,9 @@ func TestCacheHoldsWhatKubeletAndKubeProxyReadByteForByte(t *testing.T) {
 	}
 	svc, slice := makeService(t, ctx, ns, "web")
 
-	h := startHub(t, "--cache-sync-interval=100ms")
+	// Without pool sharing: services and slices are then proxied and cached per component (with
+	// it, the shared store's copy is cached as the hub's own).
+	h := startHub(t, "--cache-sync-interval=100ms", "--pool-scope-resources=")
 	kubelet := h.Client(kubeletUA, true)
 	proxy := h.Client(kubeProxyUA, false)
 

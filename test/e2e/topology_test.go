@@ -113,23 +113,8 @@ func TestServiceTopologyKeepsThisNodesOrPoolsEndpoints(t *testing.T) {
 func TestServiceTopologyFromNodePool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"nodepools.apps.openyurt.io"},
-"spec":{"group":"apps.openyurt.io","scope":"Cluster","names":{"plural":"nodepools","singular":"nodepool","kind":"NodePool","listKind":"NodePoolList"},
-"versions":[{"name":"v1beta2","served":true,"storage":true,"subresources":{"status":{}},"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
-	err := cluster.Admin.RESTClient().Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").SetHeader("Content-Type", jsonMedia).Body([]byte(crd)).Do(ctx).Error()
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	bindNodes(t, "e2e-nodepool-reader", rbacv1.PolicyRule{APIGroups: []string{"apps.openyurt.io"}, Resources: []string{"nodepools"}, Verbs: []string{"get", "list", "watch"}})
+	makeNodePool(t, ctx, "pool-np")
 	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
-	np := `{"apiVersion":"apps.openyurt.io/v1beta2","kind":"NodePool","metadata":{"name":"pool-np"},"spec":{"type":"Edge"}}`
-	eventually(t, 20*time.Second, "NodePool created", func() error {
-		err := cluster.Admin.RESTClient().Post().AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools").SetHeader("Content-Type", jsonMedia).Body([]byte(np)).Do(ctx).Error()
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	})
 	status := `{"status":{"nodes":["` + harness.NodeName + `","cloud-1"]}}`
 	if err := cluster.Admin.RESTClient().Patch(types.MergePatchType).AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools/pool-np/status").Body([]byte(status)).Do(ctx).Error(); err != nil {
 		t.Fatal(err)
@@ -161,5 +146,27 @@ func TestServiceTopologyFromNodePool(t *testing.T) {
 			return fmt.Errorf("slices %+v", l.Items)
 		}
 		return nil
+	})
+}
+
+// makeNodePool installs OpenYurt's NodePool CRD (apps.openyurt.io/v1beta2), lets the node group
+// read NodePools, and creates the pool name.
+func makeNodePool(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"nodepools.apps.openyurt.io"},
+"spec":{"group":"apps.openyurt.io","scope":"Cluster","names":{"plural":"nodepools","singular":"nodepool","kind":"NodePool","listKind":"NodePoolList"},
+"versions":[{"name":"v1beta2","served":true,"storage":true,"subresources":{"status":{}},"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+	err := cluster.Admin.RESTClient().Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").SetHeader("Content-Type", jsonMedia).Body([]byte(crd)).Do(ctx).Error()
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	bindNodes(t, "e2e-nodepool-reader", rbacv1.PolicyRule{APIGroups: []string{"apps.openyurt.io"}, Resources: []string{"nodepools"}, Verbs: []string{"get", "list", "watch"}})
+	np := `{"apiVersion":"apps.openyurt.io/v1beta2","kind":"NodePool","metadata":{"name":"` + name + `"},"spec":{"type":"Edge"}}`
+	eventually(t, 20*time.Second, "NodePool created", func() error {
+		err := cluster.Admin.RESTClient().Post().AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools").SetHeader("Content-Type", jsonMedia).Body([]byte(np)).Do(ctx).Error()
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
 	})
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Relay is a TCP relay between nodehub and one kube-apiserver that a test can cut for real:
@@ -18,6 +19,10 @@ type Relay struct {
 	ln    net.Listener
 	mode  int
 	conns map[net.Conn]bool
+
+	// FromServer and ToServer count the bytes relayed in each direction: what the cloud sent (the
+	// cloud-link cost nodehub tries to cut) and what it received.
+	FromServer, ToServer atomic.Int64
 }
 
 const (
@@ -66,13 +71,13 @@ func (r *Relay) pipe(c net.Conn) {
 	r.mu.Unlock()
 	defer r.drop(up)
 	done := make(chan struct{}, 2)
-	go func() { r.copy(up, c); done <- struct{}{} }()
-	go func() { r.copy(c, up); done <- struct{}{} }()
+	go func() { r.copy(up, c, &r.ToServer); done <- struct{}{} }()
+	go func() { r.copy(c, up, &r.FromServer); done <- struct{}{} }()
 	<-done
 }
 
 // copy forwards bytes while the relay passes them, holds them while it is black-holed.
-func (r *Relay) copy(dst, src net.Conn) {
+func (r *Relay) copy(dst, src net.Conn, count *atomic.Int64) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -80,7 +85,9 @@ func (r *Relay) copy(dst, src net.Conn) {
 			if !r.wait() {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			w, werr := dst.Write(buf[:n])
+			count.Add(int64(w))
+			if werr != nil {
 				return
 			}
 		}
@@ -156,6 +163,9 @@ func (r *Relay) listenLocked() error {
 	go r.accept(ln)
 	return nil
 }
+
+// Close stops the relay and resets its connections.
+func (r *Relay) Close() { r.Refuse() }
 
 // URL is the relay as an https server address.
 func (r *Relay) URL() string { return "https://" + r.Addr }

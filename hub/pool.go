@@ -1,0 +1,100 @@
+package hub
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"nodehub/filter"
+	"nodehub/hub/remote"
+	"nodehub/pool"
+	"nodehub/wire"
+)
+
+// PoolConfig is the pool-sharing part of Config.
+type PoolConfig struct {
+	// Resources are the pool-scope resources (--pool-scope-resources); none turns sharing off.
+	Resources []pool.Resource
+	// Mode is pool.ModeOff (node level only), ModeLease or ModeNodePool.
+	Mode           string
+	LeaseNamespace string
+	// Addr is host:port of the pool port (--pool-bind-address:--pool-port).
+	Addr          string
+	LeaderTimeout time.Duration
+	// RootDir holds the hub's serving certificate, pki/yurthub-server-current.pem.
+	RootDir string
+}
+
+// newPool builds the pool from the configuration, or nil when sharing is off.
+func (s *Server) newPool() (*pool.Pool, error) {
+	pc := s.cfg.Pool
+	if len(pc.Resources) == 0 {
+		return nil, nil
+	}
+	if pc.Mode == pool.ModeLease {
+		s.lease.Labels, s.lease.Annotations = pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
+	}
+	return pool.New(pool.Config{
+		Resources: pc.Resources, Mode: pc.Mode, NodeName: s.cfg.NodeName, PoolName: s.cfg.NodePoolName,
+		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,
+		Cloud: s.cloudDo, Credentials: s.cfg.Credentials,
+		ServingCert: filepath.Join(pc.RootDir, "pki", "yurthub-server-current.pem"),
+		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
+	})
+}
+
+// cloudDo sends one of the pool's requests (path-only URL) to a healthy cloud server with the
+// node's identity.
+func (s *Server) cloudDo(req *http.Request) (*http.Response, error) {
+	stream := req.URL.Query().Get("watch") != ""
+	req = req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node, Stream: stream}))
+	req.URL.Scheme, req.URL.Host = "https", "cloud" // the balancer sends it to a server
+	return s.balancer.RoundTrip(req)
+}
+
+// poolTee keeps what the shared stores receive in the cache too (as the hub's own component), so
+// a hub restarted offline still answers those lists.
+func (s *Server) poolTee(req *http.Request, resp *http.Response) {
+	if s.cache == nil {
+		return
+	}
+	ri, err := wire.ParseURL(http.MethodGet, req.URL)
+	if err != nil {
+		return
+	}
+	ri.Component = "nodehub"
+	if body := s.cache.Tee(ri, ri.Component, resp); body != nil {
+		resp.Body = body
+	}
+}
+
+// servePool answers a local client's list or watch of a pool-scope resource from the shared
+// store, through the client's filters.
+func (s *Server) servePool(w http.ResponseWriter, r *http.Request, ri *wire.RequestInfo, st *pool.Store) {
+	sv := pool.Serving{Info: ri}
+	ctx := r.Context()
+	if chain := s.filters.For(ri); chain != nil {
+		s.observe(chain)
+		sv.Transform = func(raw []byte) ([]byte, bool) {
+			out, v := chain.Apply(raw)
+			return out, v == filter.Drop
+		}
+		if ri.Verb == wire.VerbWatch && chain.Uses("servicetopology") {
+			// A topology change ends the watch: the client re-lists and gets re-filtered slices.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			stop := context.AfterFunc(s.topo.changes(), cancel)
+			defer stop()
+		}
+	}
+	s.pm.served.Inc(ri.Verb, ri.Resource)
+	if ri.Verb == wire.VerbWatch {
+		s.pm.clients.Add(1)
+		defer s.pm.clients.Add(-1)
+		st.ServeWatch(w, r.WithContext(ctx), sv)
+		return
+	}
+	st.ServeList(w, sv)
+}

@@ -1,0 +1,203 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"nodehub/wire"
+)
+
+// servePeers serves the pool port over mTLS until ctx ends: followers list and watch the leader's
+// stores there. Only node identities (CN system:node:*, O system:nodes) signed by the cluster CA
+// get in; a hub that is not the leader answers 503 so its caller goes elsewhere.
+func (p *Pool) servePeers(ctx context.Context) error {
+	ln, err := net.Listen("tcp", p.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("pool: port: %w", err)
+	}
+	certs := &servingCert{path: p.cfg.ServingCert}
+	base := &tls.Config{MinVersion: tls.VersionTLS12}
+	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		ca := p.cfg.Credentials.CAPool()
+		if ca == nil {
+			return nil, errors.New("pool: cluster CA not loaded")
+		}
+		return &tls.Config{
+			MinVersion:       tls.VersionTLS12,
+			GetCertificate:   certs.get,
+			ClientAuth:       tls.RequireAndVerifyClientCert,
+			ClientCAs:        ca,
+			VerifyConnection: nodeOnly,
+			NextProtos:       []string{"h2", "http/1.1"},
+		}, nil
+	}
+	hs := &http.Server{
+		Handler:           http.HandlerFunc(p.servePeer),
+		TLSConfig:         base,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	p.log.Info("listening", "port", "pool", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.ServeTLS(ln, "", "") }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("pool: port: %w", err)
+	}
+}
+
+// nodeOnly accepts a client certificate of a node: CN system:node:<name> in O system:nodes.
+func nodeOnly(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("pool: no client certificate")
+	}
+	c := cs.PeerCertificates[0]
+	if !strings.HasPrefix(c.Subject.CommonName, "system:node:") || !slices.Contains(c.Subject.Organization, "system:nodes") {
+		return fmt.Errorf("pool: %q is not a node identity", c.Subject.CommonName)
+	}
+	return nil
+}
+
+// servePeer answers a follower's list or watch from this leader's stores.
+func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
+	ri, err := wire.ParseRequest(r)
+	if err != nil {
+		wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusBadRequest, err.Error())
+		return
+	}
+	st := p.Store(ri)
+	switch {
+	case st == nil && p.stores[Of(ri)] == nil:
+		wire.WriteStatus(w, ri.Accept, http.StatusNotFound, "nodehub: the pool port serves list and watch of the pool-scope resources only")
+		return
+	case st == nil || !p.Leading():
+		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, "nodehub: not the pool's leader")
+		return
+	case !p.online():
+		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, "nodehub: the pool's leader cannot reach the cloud")
+		return
+	}
+	sv := Serving{Info: ri, BookmarkEvery: time.Second, Alive: func() bool { return p.Leading() && p.online() }}
+	if ri.Verb == wire.VerbWatch {
+		ri.AllowWatchBookmarks = true // followers tell a dead leader by its silence
+		if p.cfg.OnPeerWatch != nil {
+			p.cfg.OnPeerWatch(1)
+			defer p.cfg.OnPeerWatch(-1)
+		}
+		st.ServeWatch(w, r, sv)
+		return
+	}
+	st.ServeList(w, sv)
+}
+
+// servingCert is the leader's serving certificate: a PEM file holding the certificate then the
+// key, re-read when its modification time changes.
+type servingCert struct {
+	path string
+
+	mu   sync.Mutex
+	mod  time.Time
+	cert *tls.Certificate
+}
+
+func (s *servingCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := os.Stat(s.path)
+	if err != nil {
+		if s.cert != nil {
+			return s.cert, nil
+		}
+		return nil, fmt.Errorf("pool: serving certificate: %w", err)
+	}
+	if s.cert == nil || !st.ModTime().Equal(s.mod) {
+		data, err := os.ReadFile(s.path)
+		if err == nil {
+			var c tls.Certificate
+			if c, err = tls.X509KeyPair(data, data); err == nil {
+				s.cert, s.mod = &c, st.ModTime()
+			}
+		}
+		if err != nil && s.cert == nil {
+			return nil, fmt.Errorf("pool: serving certificate %s: %w", s.path, err)
+		}
+	}
+	return s.cert, nil
+}
+
+// peerClient is a follower's connection to leaders: HTTP/2 over mTLS with the node's certificate,
+// the leader verified against the cluster CA.
+type peerClient struct {
+	creds   Credentials
+	timeout time.Duration
+
+	mu sync.Mutex
+	t  *http.Transport
+}
+
+func newPeerClient(creds Credentials, timeout time.Duration) *peerClient {
+	return &peerClient{creds: creds, timeout: timeout}
+}
+
+func (c *peerClient) transport() (*http.Transport, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t != nil {
+		return c.t, nil
+	}
+	var ca *x509.CertPool
+	if c.creds != nil {
+		ca = c.creds.CAPool()
+	}
+	if ca == nil {
+		return nil, errors.New("pool: cluster CA not loaded")
+	}
+	c.t = &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: c.timeout, KeepAlive: 15 * time.Second}).DialContext,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca, GetClientCertificate: c.creds.GetClientCertificate},
+		TLSHandshakeTimeout: c.timeout,
+		ForceAttemptHTTP2:   true,
+		DisableCompression:  true,
+		IdleConnTimeout:     90 * time.Second,
+		HTTP2:               &http.HTTP2Config{SendPingTimeout: c.timeout, PingTimeout: c.timeout},
+	}
+	return c.t, nil
+}
+
+// get sends a GET to a leader at addr, asking for protobuf.
+func (c *peerClient) get(ctx context.Context, addr, path string) (*http.Response, error) {
+	t, err := c.transport()
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", wire.MediaProtobuf+", "+wire.MediaJSON)
+	req.Header.Set("User-Agent", "nodehub/pool")
+	resp, err := t.RoundTrip(req)
+	if err != nil {
+		t.CloseIdleConnections()
+		return nil, err
+	}
+	return resp, nil
+}

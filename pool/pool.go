@@ -1,0 +1,344 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"nodehub/wire"
+)
+
+// Modes (--pool-mode).
+const (
+	// ModeOff shares on the node only: one upstream list+watch per resource for all local clients.
+	ModeOff = "off"
+	// ModeLease elects a leader per pool from the pool's node Leases in the cloud (see elect).
+	ModeLease = "lease"
+	// ModeNodePool follows the leaders OpenYurt's yurt-manager publishes in the NodePool's status.
+	ModeNodePool = "nodepool"
+)
+
+// Credentials are the node's TLS credentials: the cluster CA (verifies the leader, and at the
+// leader the followers) and the node's client certificate (what a follower presents).
+// certs.Source implements it.
+type Credentials interface {
+	CAPool() *x509.CertPool
+	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+}
+
+// Config is what a Pool needs. Zero values of the optional fields work.
+type Config struct {
+	Resources []Resource
+	// Mode is ModeOff, ModeLease or ModeNodePool.
+	Mode               string
+	NodeName, PoolName string
+	// LeaseNamespace holds the node Leases the election reads in lease mode (kube-node-lease).
+	LeaseNamespace string
+	// Addr is host:port of the pool port: where this hub serves followers when it leads, and the
+	// address it advertises as leader.
+	Addr string
+	// LeaderTimeout is how long a follower waits on a silent leader or a failed dial before it
+	// reads from the cloud itself. Default 5 s.
+	LeaderTimeout time.Duration
+	// Cloud sends a request (path-only URL) to a healthy cloud server with the node's identity.
+	Cloud func(*http.Request) (*http.Response, error)
+	// Credentials are the node's; ServingCert is the PEM file (certificate, then key) the leader
+	// serves with, re-read when it changes.
+	Credentials Credentials
+	ServingCert string
+	Log         *slog.Logger
+	// OnBytes, if set, counts response bytes received per source ("cloud" or "leader").
+	OnBytes func(source string, res Resource, n int)
+	// OnRole, if set, is told the hub's role ("leader", "follower", "none") and the leader's
+	// holder identity whenever they change.
+	OnRole func(role, leader string)
+	// OnPeerWatch, if set, is told +1 when a follower's watch starts on the pool port and -1 when
+	// it ends.
+	OnPeerWatch func(delta int)
+	// Online, if set, says whether the cloud is reachable: a leader that cannot reach it stops
+	// serving its followers (they go to the cloud themselves, or to their caches).
+	Online func() bool
+	// Tee, if set, sees every list and watch response the stores receive (the hub keeps a copy in
+	// its cache); it may replace resp.Body with one that passes the bytes through.
+	Tee func(req *http.Request, resp *http.Response)
+}
+
+// retryLeader is how long a follower reads from the cloud after its leader failed it before it
+// tries that leader again (a new leader is tried at once).
+const retryLeader = 30 * time.Second
+
+// Pool is the shared stores of the pool-scope resources and this hub's place in the pool.
+type Pool struct {
+	cfg    Config
+	stores map[Resource]*Store
+	log    *slog.Logger
+	peer   *peerClient
+
+	mu       sync.Mutex
+	leading  bool      // this hub holds the pool's lease
+	leader   string    // the holder identity of the pool's leader ("" none known)
+	failedAt time.Time // when the current leader last failed this follower
+	since    time.Time // when the current leader was learnt
+	suspect  string    // a leader that failed this hub, for the election to pass over
+	kick     chan struct{}
+	changed  chan struct{}
+	decided  chan struct{} // closed once the pool's leader is first known (or given up on)
+	once     sync.Once
+}
+
+// New prepares the stores; nothing runs until Run.
+func New(cfg Config) (*Pool, error) {
+	if cfg.Cloud == nil {
+		return nil, errors.New("pool: no cloud")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.LeaderTimeout <= 0 {
+		cfg.LeaderTimeout = 5 * time.Second
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeOff
+	}
+	if cfg.Mode != ModeOff && (cfg.Addr == "" || cfg.PoolName == "") {
+		return nil, errors.New("pool: a pool mode needs the pool's name and this hub's pool address")
+	}
+	p := &Pool{cfg: cfg, stores: map[Resource]*Store{}, log: cfg.Log, changed: make(chan struct{}), decided: make(chan struct{}), kick: make(chan struct{}, 1)}
+	for _, r := range cfg.Resources {
+		p.stores[r] = NewStore(r)
+	}
+	if cfg.Mode != ModeOff {
+		p.peer = newPeerClient(cfg.Credentials, cfg.LeaderTimeout)
+	}
+	return p, nil
+}
+
+// Run keeps the stores in sync and, in a pool mode, takes part in the pool (election, serving
+// followers) until ctx ends, and returns once a leader has given up its leadership. It returns
+// at once when the pool port cannot be served (the caller then ends ctx).
+func (p *Pool) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if p.cfg.Mode == ModeOff {
+		p.decide()
+	} else {
+		// A follower's first list comes from its leader, not the cloud: wait (a little) for the
+		// election to say who leads.
+		t := time.AfterFunc(2*p.cfg.LeaderTimeout, p.decide)
+		defer t.Stop()
+	}
+	for _, st := range p.stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-p.decided:
+			case <-ctx.Done():
+				return
+			}
+			st.run(ctx, p.pick, p.log)
+		}()
+	}
+	p.role()
+	var err error
+	switch p.cfg.Mode {
+	case ModeLease:
+		wg.Add(1)
+		go func() { defer wg.Done(); p.elect(ctx) }()
+		err = p.servePeers(ctx)
+	case ModeNodePool:
+		wg.Add(1)
+		go func() { defer wg.Done(); p.followNodePool(ctx) }()
+		err = p.servePeers(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	wg.Wait()
+	return nil
+}
+
+// Store returns the store that serves a request — a list or watch of a pool-scope resource in
+// plain JSON or protobuf, once the store holds a list — or nil.
+func (p *Pool) Store(ri *wire.RequestInfo) *Store {
+	if p == nil || !ri.IsResource || ri.Subresource != "" || ri.Accept.As != "" || ri.Name != "" {
+		return nil
+	}
+	if ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch || ri.ResourceVersionMatch == "Exact" {
+		return nil // a list at an exact past resourceVersion only the cloud can answer
+	}
+	st := p.stores[Of(ri)]
+	if st == nil || !st.Synced() {
+		return nil
+	}
+	return st
+}
+
+// Stores returns the stores, for metrics.
+func (p *Pool) Stores() map[Resource]*Store { return p.stores }
+
+// pick chooses a store's upstream: the leader while there is one that is not this hub and has
+// not just failed, else the cloud.
+func (p *Pool) pick() (Upstream, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	addr := leaderAddr(p.leader)
+	if p.cfg.Mode == ModeOff || p.leading || addr == "" || addr == p.cfg.Addr || time.Since(p.failedAt) < retryLeader {
+		return Upstream{Name: "cloud", Fetch: p.fetchCloud}, p.changed
+	}
+	leader := p.leader
+	return Upstream{
+		Name:    addr,
+		Fetch:   func(ctx context.Context, path string) (*http.Response, error) { return p.fetchLeader(ctx, addr, path) },
+		Silence: p.cfg.LeaderTimeout,
+		Failed:  func(err error) { p.leaderFailed(leader, err) },
+	}, p.changed
+}
+
+func (p *Pool) decide() { p.once.Do(func() { close(p.decided) }) }
+
+// leaderFailed sends every store to the cloud for retryLeader, unless the leader changed since.
+// A leader elected just now that answers with an error (it may still be listing from the cloud)
+// is given LeaderTimeout; one that cannot be reached is given up at once.
+func (p *Pool) leaderFailed(leader string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var answered *statusError
+	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) && time.Since(p.since) < p.cfg.LeaderTimeout {
+		return
+	}
+	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
+	p.failedAt, p.suspect = time.Now(), leader
+	p.signalLocked()
+	time.AfterFunc(retryLeader, p.signal)
+	select {
+	case p.kick <- struct{}{}: // the election looks again now
+	default:
+	}
+}
+
+// takeSuspect returns (and forgets) the leader that last failed this hub.
+func (p *Pool) takeSuspect() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.suspect
+	p.suspect = ""
+	return s
+}
+
+// setLeader records the pool's leader as the election (or the NodePool) says.
+func (p *Pool) setLeader(holder string, leading bool) {
+	p.mu.Lock()
+	if p.leader == holder && p.leading == leading {
+		p.mu.Unlock()
+		return
+	}
+	p.log.Info("pool: leader changed", "leader", holder, "self", leading)
+	p.leader, p.leading, p.failedAt, p.since = holder, leading, time.Time{}, time.Now()
+	p.signalLocked()
+	p.mu.Unlock()
+	if holder != "" {
+		p.decide()
+	}
+	p.role()
+}
+
+func (p *Pool) signal() {
+	p.mu.Lock()
+	p.signalLocked()
+	p.mu.Unlock()
+}
+
+func (p *Pool) signalLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *Pool) online() bool { return p.cfg.Online == nil || p.cfg.Online() }
+
+// Leading reports whether this hub is the pool's leader.
+func (p *Pool) Leading() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leading
+}
+
+func (p *Pool) role() {
+	if p.cfg.OnRole == nil {
+		return
+	}
+	p.mu.Lock()
+	role, leader := "none", p.leader
+	switch {
+	case p.cfg.Mode == ModeOff:
+	case p.leading:
+		role = "leader"
+	case leader != "":
+		role = "follower"
+	}
+	p.mu.Unlock()
+	p.cfg.OnRole(role, leader)
+}
+
+// leaderAddr is the pool address in a holder identity ("edge-1@10.0.0.5:10269").
+func leaderAddr(holder string) string {
+	_, addr, _ := strings.Cut(holder, "@")
+	return addr
+}
+
+// fetchCloud reads a pool-scope resource from the cloud, counted and teed into the cache.
+func (p *Pool) fetchCloud(ctx context.Context, path string) (*http.Response, error) {
+	resp, err := p.fetchElection(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	p.count("cloud", resp.Request, resp)
+	if p.cfg.Tee != nil {
+		p.cfg.Tee(resp.Request, resp)
+	}
+	return resp, nil
+}
+
+func (p *Pool) fetchLeader(ctx context.Context, addr, path string) (*http.Response, error) {
+	resp, err := p.peer.get(ctx, addr, path)
+	if err != nil {
+		return nil, err
+	}
+	p.count("leader", resp.Request, resp)
+	if p.cfg.Tee != nil && resp.StatusCode == http.StatusOK {
+		p.cfg.Tee(resp.Request, resp)
+	}
+	return resp, nil
+}
+
+// count wraps a response body so its bytes are counted per source and resource.
+func (p *Pool) count(source string, req *http.Request, resp *http.Response) {
+	if p.cfg.OnBytes == nil {
+		return
+	}
+	ri, err := wire.ParseURL(http.MethodGet, req.URL)
+	if err != nil {
+		return
+	}
+	res := Of(ri)
+	resp.Body = &countingBody{ReadCloser: resp.Body, add: func(n int) { p.cfg.OnBytes(source, res, n) }}
+}
+
+type countingBody struct {
+	io.ReadCloser
+	add func(int)
+}
+
+func (c *countingBody) Read(b []byte) (int, error) {
+	n, err := c.ReadCloser.Read(b)
+	if n > 0 {
+		c.add(n)
+	}
+	return n, err
+}

@@ -1,0 +1,244 @@
+package pool
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehub/cache"
+	"nodehub/wire"
+)
+
+// Transform rewrites one object for one client (the hub's filters); drop removes it (from a
+// list; in a watch it becomes a DELETED event). nil leaves every object as stored.
+type Transform func(raw []byte) (out []byte, drop bool)
+
+// Serving says how one list or watch is answered from a store.
+type Serving struct {
+	Info      *wire.RequestInfo
+	Transform Transform
+	// BookmarkEvery is how often a watch that allows bookmarks gets one (default 10 s; the leader
+	// sends followers one every second, which is how they notice it is gone).
+	BookmarkEvery time.Duration
+	// Alive, if set, is asked at every bookmark: false ends the watch (a leader cut off from the
+	// cloud must not reassure its followers with bookmarks over stale data).
+	Alive func() bool
+}
+
+// ServeList answers a list from the store: every object the namespace and selectors select, in
+// the client's format, at the store's resourceVersion (limit is not applied: one complete page).
+func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
+	ri := sv.Info
+	sel, err := cache.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
+	if err != nil {
+		wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, err.Error())
+		return
+	}
+	objs, rv, _, err := s.snapshot()
+	if err != nil {
+		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	pb := ri.Accept.IsProtobuf()
+	av, kind := s.itemType()
+	b := &wire.ListBuilder{Protobuf: pb, APIVersion: av, Kind: kind}
+	for _, o := range objs {
+		raw, ok := sv.out(o, sel, pb)
+		if ok {
+			_ = b.Add(raw)
+		}
+	}
+	body, err := b.Bytes(strconv.FormatUint(rv, 10))
+	if err != nil {
+		wire.WriteStatus(w, ri.Accept, http.StatusInternalServerError, err.Error())
+		return
+	}
+	ct := wire.MediaJSON
+	if pb {
+		ct = wire.MediaProtobuf
+	}
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// out returns an object as this client gets it, or false when it is not for this client.
+func (sv Serving) out(o *object, sel cache.Selector, pb bool) ([]byte, bool) {
+	if !o.matches(sel) {
+		return nil, false
+	}
+	raw := o.raw
+	if sv.Transform != nil {
+		var drop bool
+		if raw, drop = sv.Transform(raw); drop {
+			return nil, false
+		}
+	}
+	raw, err := wire.Convert(raw, pb)
+	return raw, err == nil
+}
+
+// ServeWatch answers a watch from the store: from the client's resourceVersion when the window
+// still holds what came after it (else 410 Expired, so it re-lists), or from the current state
+// as ADDED events for resourceVersion "" or "0" and for sendInitialEvents. It ends at
+// timeoutSeconds, when the client leaves, or when the client falls behind the window.
+func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
+	ri := sv.Info
+	sel, err := cache.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
+	if err != nil {
+		wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, err.Error())
+		return
+	}
+	pb := ri.Accept.IsProtobuf()
+	initial := ri.SendInitialEvents || ri.ResourceVersion == "" || ri.ResourceVersion == "0"
+	var from, cursor uint64
+	var objs []*object
+	if initial {
+		objs, from, cursor, err = s.snapshot()
+	} else {
+		from, err = strconv.ParseUint(ri.ResourceVersion, 10, 64)
+		if err != nil {
+			wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, "resourceVersion "+strconv.Quote(ri.ResourceVersion)+" is not a resource version")
+			return
+		}
+		cursor, err = s.cursorAfter(from)
+	}
+	switch {
+	case err == ErrExpired:
+		writeExpired(w, ri, pb)
+		return
+	case err != nil:
+		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	ct, frame := wire.MediaJSON, wire.EncodeJSONWatchEvent
+	if pb {
+		ct, frame = wire.MediaProtobufWatch, wire.EncodeProtoWatchEvent
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(typ string, obj []byte) bool {
+		_, err := w.Write(frame(wire.WatchEvent{Type: typ, Object: obj}))
+		return err == nil
+	}
+	av, kind := s.itemType()
+	for _, o := range objs {
+		if raw, ok := sv.out(o, sel, pb); ok && !send(wire.EventAdded, raw) {
+			return
+		}
+	}
+	objs = nil
+	if ri.SendInitialEvents && ri.AllowWatchBookmarks {
+		send(wire.EventBookmark, wire.BookmarkObject(av, kind, strconv.FormatUint(from, 10), true, pb))
+	}
+	if rc.Flush() != nil {
+		return
+	}
+
+	timeout := 30 * time.Minute
+	if ri.TimeoutSeconds > 0 {
+		timeout = time.Duration(ri.TimeoutSeconds) * time.Second
+	}
+	end := time.NewTimer(timeout)
+	defer end.Stop()
+	every := sv.BookmarkEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		evs, nextCursor, wake, err := s.next(cursor)
+		if err != nil {
+			st := expiredStatus(ri)
+			obj, _ := wire.EncodeStatus(st, pb)
+			send(wire.EventError, obj)
+			_ = rc.Flush()
+			return
+		}
+		cursor = nextCursor
+		for _, ev := range evs {
+			if ev.rv <= from {
+				continue // the client has it already
+			}
+			typ, raw, ok := sv.event(ev, sel, pb)
+			if ok && !send(typ, raw) {
+				return
+			}
+		}
+		if len(evs) > 0 && rc.Flush() != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-end.C:
+			return
+		case <-wake:
+		case <-tick.C:
+			if sv.Alive != nil && !sv.Alive() {
+				return
+			}
+			if ri.AllowWatchBookmarks {
+				rv := strconv.FormatUint(max(s.ResourceVersion(), from), 10)
+				if !send(wire.EventBookmark, wire.BookmarkObject(av, kind, rv, false, pb)) || rc.Flush() != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// event returns what one store event becomes for this client: an object that enters its
+// selection is ADDED, one that leaves it (or that its filters remove) is DELETED.
+func (sv Serving) event(ev event, sel cache.Selector, pb bool) (string, []byte, bool) {
+	o := ev.obj
+	in := o.matches(sel)
+	typ := ev.typ
+	if ev.typ == wire.EventModified && ev.prev != nil {
+		was := ev.prev.matches(sel)
+		switch {
+		case !in && !was:
+			return "", nil, false
+		case in && !was:
+			typ = wire.EventAdded
+		case !in && was:
+			typ = wire.EventDeleted
+		}
+	} else if !in {
+		return "", nil, false
+	}
+	raw := o.raw
+	if sv.Transform != nil && typ != wire.EventDeleted {
+		if out, drop := sv.Transform(raw); drop {
+			typ = wire.EventDeleted
+		} else {
+			raw = out
+		}
+	}
+	raw, err := wire.Convert(raw, pb)
+	return typ, raw, err == nil
+}
+
+func expiredStatus(ri *wire.RequestInfo) *metav1.Status {
+	st := wire.NewStatus(http.StatusGone, "too old resource version: "+ri.ResourceVersion)
+	st.Reason = metav1.StatusReasonExpired
+	return st
+}
+
+// writeExpired answers 410 Gone, reason Expired: the client re-lists.
+func writeExpired(w http.ResponseWriter, ri *wire.RequestInfo, pb bool) {
+	body, ct := wire.EncodeStatus(expiredStatus(ri), pb)
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusGone)
+	_, _ = w.Write(body)
+}

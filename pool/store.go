@@ -1,0 +1,261 @@
+package pool
+
+import (
+	"errors"
+	"sort"
+	"sync"
+
+	"nodehub/wire"
+)
+
+// Store is the shared copy of one pool-scope resource: every object as its upstream sent it (raw
+// bytes, protobuf when the upstream speaks it) with the metadata selectors need, and a bounded
+// window of recent events so a watch can resume from a resourceVersion. Watches do not get a
+// goroutine or a buffer each: they read the window from their own cursor and wait on a channel
+// that is closed at every change. Safe for concurrent use.
+type Store struct {
+	res Resource
+	// MaxEvents and MaxEventBytes bound the event window (defaults 500 and 2 MiB: under a steady
+	// 10 changes/s, almost a minute). A watch that falls behind it, or asks to start before it,
+	// gets 410 Expired and re-lists (from this store: no cloud traffic).
+	MaxEvents     int
+	MaxEventBytes int64
+
+	mu         sync.RWMutex
+	objs       map[string]*object // by namespace/name
+	rv         uint64             // the store's resourceVersion
+	synced     bool               // a list has been applied
+	relist     bool               // the upstream said the store's resourceVersion is too old
+	events     []event            // ascending resourceVersions
+	first      uint64             // sequence number of events[0]
+	floor      uint64             // a watch from below it has lost events
+	objBytes   int64
+	eventBytes int64
+	wake       chan struct{} // closed at each change
+	apiVersion string
+	kind       string
+}
+
+type event struct {
+	typ  string
+	obj  *object
+	prev *object // the object before a MODIFIED event (selectors: an object may enter or leave)
+	rv   uint64
+}
+
+// ErrExpired is returned for a watch that starts before the event window.
+var ErrExpired = errors.New("pool: resourceVersion too old")
+
+// errNotSynced is returned while no list has been applied.
+var errNotSynced = errors.New("pool: store not synced yet")
+
+// NewStore returns an empty store of res.
+func NewStore(res Resource) *Store {
+	return &Store{res: res, objs: map[string]*object{}, wake: make(chan struct{})}
+}
+
+// Synced reports whether the store holds a list to serve.
+func (s *Store) Synced() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.synced
+}
+
+// ResourceVersion is the store's resourceVersion (0 before the first list).
+func (s *Store) ResourceVersion() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rv
+}
+
+// Size returns the raw bytes of the objects and of the event window (events of objects that
+// changed since hold their older copy; the latest ones share the object's bytes).
+func (s *Store) Size() (objects, window int64, n int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.objBytes, s.eventBytes, len(s.objs)
+}
+
+// replace applies a list. The first one fills the store; later ones (after the upstream expired
+// the store's resourceVersion, or a switch of upstream) become the events that turn the old
+// contents into the new, so open watches carry on.
+func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if apiVersion != "" {
+		s.apiVersion, s.kind = apiVersion, kind
+	}
+	newm := make(map[string]*object, len(items))
+	var size int64
+	for _, o := range items {
+		newm[o.key()] = o
+		size += int64(len(o.raw))
+	}
+	if !s.synced {
+		s.objs, s.objBytes, s.rv, s.floor, s.synced, s.relist = newm, size, listRV, listRV, true, false
+		s.notify()
+		return
+	}
+	var evs []event
+	for k, o := range newm {
+		old := s.objs[k]
+		switch {
+		case old == nil:
+			evs = append(evs, event{typ: wire.EventAdded, obj: o, rv: o.rv})
+		case old.rv != o.rv:
+			evs = append(evs, event{typ: wire.EventModified, obj: o, prev: old, rv: o.rv})
+		}
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].rv < evs[j].rv })
+	for k, old := range s.objs {
+		if newm[k] == nil {
+			evs = append(evs, event{typ: wire.EventDeleted, obj: old, rv: listRV})
+		}
+	}
+	s.objs, s.objBytes, s.relist = newm, size, false
+	for _, ev := range evs {
+		s.push(ev)
+	}
+	if listRV > s.rv {
+		s.rv = listRV
+	}
+	s.notify()
+}
+
+// apply applies one watch event from the upstream.
+func (s *Store) apply(typ string, o *object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := o.key()
+	old := s.objs[k]
+	if old != nil {
+		s.objBytes -= int64(len(old.raw))
+	}
+	switch typ {
+	case wire.EventAdded, wire.EventModified:
+		s.objs[k] = o
+		s.objBytes += int64(len(o.raw))
+	case wire.EventDeleted:
+		delete(s.objs, k)
+	default:
+		return
+	}
+	ev := event{typ: typ, obj: o, rv: o.rv}
+	if typ == wire.EventModified {
+		ev.prev = old
+	}
+	s.push(ev)
+	if o.rv > s.rv {
+		s.rv = o.rv
+	}
+	s.notify()
+}
+
+// bookmark moves the store's resourceVersion forward without a change.
+func (s *Store) bookmark(rv uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rv > s.rv {
+		s.rv = rv
+	}
+}
+
+// expire marks the store's resourceVersion as too old for its upstream: the next sync re-lists.
+func (s *Store) expire() {
+	s.mu.Lock()
+	s.relist = true
+	s.mu.Unlock()
+}
+
+func (s *Store) needsList() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return !s.synced || s.relist
+}
+
+// push appends an event to the window and drops the oldest beyond its bounds (lock held).
+func (s *Store) push(ev event) {
+	if n := len(s.events); n > 0 && ev.rv < s.events[n-1].rv {
+		ev.rv = s.events[n-1].rv // keep the window ordered whatever an upstream does
+	}
+	s.events = append(s.events, ev)
+	s.eventBytes += int64(len(ev.obj.raw))
+	maxN, maxB := s.MaxEvents, s.MaxEventBytes
+	if maxN <= 0 {
+		maxN = 500
+	}
+	if maxB <= 0 {
+		maxB = 2 << 20
+	}
+	for len(s.events) > 1 && (len(s.events) > maxN || s.eventBytes > maxB) {
+		s.floor = s.events[0].rv
+		s.eventBytes -= int64(len(s.events[0].obj.raw))
+		s.events[0] = event{}
+		s.events = s.events[1:]
+		s.first++
+	}
+}
+
+func (s *Store) notify() {
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+// snapshot returns the objects in namespace/name order and the store's resourceVersion, and the
+// cursor of the next event.
+func (s *Store) snapshot() ([]*object, uint64, uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.synced {
+		return nil, 0, 0, errNotSynced
+	}
+	out := make([]*object, 0, len(s.objs))
+	for _, o := range s.objs {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.namespace != b.namespace {
+			return a.namespace < b.namespace
+		}
+		return a.name < b.name
+	})
+	return out, s.rv, s.first + uint64(len(s.events)), nil
+}
+
+// cursorAfter returns the cursor of the first event newer than rv, or ErrExpired.
+func (s *Store) cursorAfter(rv uint64) (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.synced {
+		return 0, errNotSynced
+	}
+	if rv < s.floor {
+		return 0, ErrExpired
+	}
+	i := sort.Search(len(s.events), func(i int) bool { return s.events[i].rv > rv })
+	return s.first + uint64(i), nil
+}
+
+// next returns the events from cursor on, the cursor after them, and the channel closed at the
+// next change. ErrExpired when the window has moved past cursor.
+func (s *Store) next(cursor uint64) ([]event, uint64, <-chan struct{}, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if cursor < s.first {
+		return nil, cursor, nil, ErrExpired
+	}
+	end := s.first + uint64(len(s.events))
+	if cursor >= end {
+		return nil, end, s.wake, nil
+	}
+	evs := append([]event(nil), s.events[cursor-s.first:]...)
+	return evs, end, s.wake, nil
+}
+
+// itemType is the apiVersion and kind of the store's objects.
+func (s *Store) itemType() (string, string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.apiVersion, s.kind
+}
