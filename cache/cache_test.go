@@ -238,6 +238,10 @@ func TestPolicy(t *testing.T) {
 	if _, ok := (Policy{Agents: []string{"*"}, Excluded: []string{"calico-node"}}).Caches(&wire.RequestInfo{IsResource: true, Verb: "list", Resource: "ipamblocks", Component: "calico-node"}); ok {
 		t.Error("exclusion must win over *")
 	}
+	// The hub's own data (topology, the pool's shared stores) is cached whatever --cache-agents says.
+	if _, ok := (Policy{Agents: []string{"kubelet"}}).Caches(&wire.RequestInfo{IsResource: true, Verb: "watch", Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices", Component: SelfComponent}); !ok {
+		t.Error("the hub's own component must be cached with a custom --cache-agents")
+	}
 }
 
 func TestCorruptFileIsQuarantinedNotServed(t *testing.T) {

@@ -10,7 +10,11 @@ import (
 
 // DefaultAgents are the components whose reads are cached by default (YurtHub's list, and the
 // hub's own requests), comma separated as --cache-agents takes them.
-const DefaultAgents = "kubelet,kube-proxy,flanneld,coredns,raven-agent-ds,yurt-node-servant,nodehub"
+const DefaultAgents = "kubelet,kube-proxy,flanneld,coredns,raven-agent-ds,yurt-node-servant," + SelfComponent
+
+// SelfComponent is the hub's own component (its topology informer, the pool's shared stores). It
+// is cached whatever --cache-agents lists: the hub needs that data to answer offline.
+const SelfComponent = "nodehub"
 
 // neverCached are resources whose answers are per-request decisions or credentials, not state.
 var neverCached = map[string]bool{
@@ -42,7 +46,7 @@ func (p Policy) Caches(ri *wire.RequestInfo) (kind int, ok bool) {
 	if !ri.IsResource || ri.Component == "" || contains(p.Excluded, ri.Component) {
 		return 0, false
 	}
-	if !contains(p.Agents, "*") && !contains(p.Agents, ri.Component) {
+	if !contains(p.Agents, "*") && !contains(p.Agents, ri.Component) && ri.Component != SelfComponent {
 		return 0, false
 	}
 	if neverCached[ri.Resource] || (ri.Subresource != "" && ri.Subresource != "status") {

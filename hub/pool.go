@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"net/http"
+	"nodehub/cache"
 	"path/filepath"
 	"time"
 
@@ -63,7 +64,7 @@ func (s *Server) poolTee(req *http.Request, resp *http.Response) {
 	if err != nil {
 		return
 	}
-	ri.Component = "nodehub"
+	ri.Component = cache.SelfComponent
 	if body := s.cache.Tee(ri, ri.Component, resp); body != nil {
 		resp.Body = body
 	}
