@@ -97,7 +97,7 @@ func run(args []string) int {
 	}
 	dummy := hub.DummyIf{Enabled: o.dummyIfEnabled, Name: o.dummyIfName, IP: net.ParseIP(o.dummyIfIP), Cleanup: o.dummyIfCleanup}
 	var secureAddrs []string
-	var serving *certs.Serving
+	var ips []net.IP
 	if o.proxySecurePort > 0 {
 		// Pods reach the secure port at the bind address, the hub's own link address and the
 		// address the filters give them (--master-service-host), each once.
@@ -106,7 +106,6 @@ func run(args []string) int {
 			hosts = append(hosts, hub.Config{DummyIf: dummy}.ExtraHosts()...)
 			hosts = append(hosts, o.masterHost)
 		}
-		var ips []net.IP
 		for _, h := range hosts {
 			if slices.Contains(secureAddrs, hostPort(h, o.proxySecurePort)) {
 				continue
@@ -114,10 +113,14 @@ func run(args []string) int {
 			secureAddrs = append(secureAddrs, hostPort(h, o.proxySecurePort))
 			ips = append(ips, net.ParseIP(h))
 		}
-		// A pool leader serves the other hubs with the same certificate, at its pool address.
-		if ip := net.ParseIP(o.poolBindAddress); o.poolMode != pool.ModeOff && ip != nil && !ip.IsUnspecified() && !slices.ContainsFunc(ips, ip.Equal) {
-			ips = append(ips, ip)
-		}
+	}
+	// A pool leader serves the other hubs with the same certificate, at its pool address (also
+	// when the secure port is off).
+	if ip := net.ParseIP(o.poolBindAddress); o.poolMode != pool.ModeOff && ip != nil && !ip.IsUnspecified() && !slices.ContainsFunc(ips, ip.Equal) {
+		ips = append(ips, ip)
+	}
+	var serving *certs.Serving
+	if len(secureAddrs) > 0 || o.poolMode != pool.ModeOff {
 		serving = certs.NewServing(certs.ServingConfig{Servers: o.servers(), NodeName: o.nodeName, Dir: o.pkiDir(), IPs: ips, Creds: creds, Log: log})
 		go serving.Run(ctx)
 	}

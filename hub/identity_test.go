@@ -4,9 +4,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"nodehub/hub/remote"
+	"nodehub/wire"
 )
 
 func jwt(claims string) string {
@@ -47,5 +52,21 @@ func TestIdentitiesLearnEvictSaveLoad(t *testing.T) {
 	again := newIdentities(dir, slog.Default())
 	if again.owner("t20") != "sa" || again.owner("t5") != "" || again.dirty {
 		t.Fatal("not loaded as saved")
+	}
+}
+
+// A node-identity client cannot name another owner's cache through its User-Agent: "@" only ever
+// separates a component from a credential.
+func TestCacheOwnerOfNodeClientCarriesNoCredential(t *testing.T) {
+	s := &Server{}
+	r, _ := http.NewRequest(http.MethodGet, "http://hub/api/v1/pods", nil)
+	ri := &wire.RequestInfo{Component: "coredns@0123456789abcdef"}
+	if own, _ := s.cacheOwner(ri, r, remote.Node); strings.Contains(own, "@") {
+		t.Fatalf("node client's owner %q names a credential", own)
+	}
+	r.Header.Set("Authorization", "Bearer x")
+	s.ids = newIdentities(t.TempDir(), slog.Default())
+	if own, _ := s.cacheOwner(ri, r, remote.Passthrough); strings.Count(own, "@") != 1 {
+		t.Fatalf("owner %q: want exactly one @", own)
 	}
 }

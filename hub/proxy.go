@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strings"
 	"sync"
 	"time"
 
@@ -218,18 +219,21 @@ func isAPIStatus(resp *http.Response) bool {
 // component@<hash of the credential> (see identity.go), so nothing cached for one identity is
 // read back for another.
 func (s *Server) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, credential) {
+	// "@" separates a component from a credential in an owner's name: a User-Agent may not
+	// carry one, or a local client could name a pod's cache as its own.
+	comp := strings.ReplaceAll(ri.Component, "@", "_")
 	if id == remote.Node {
-		return ri.Component, credential{}
+		return comp, credential{}
 	}
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
-		return ri.Component + "@anonymous", credential{}
+		return comp + "@anonymous", credential{}
 	}
 	c := credentialOf(auth)
 	if sa := s.ids.owner(c.hash); sa != "" && sa == c.sa {
-		return ri.Component + "@" + sa, c
+		return comp + "@" + sa, c
 	}
-	return ri.Component + "@" + c.hash, c
+	return comp + "@" + c.hash, c
 }
 
 // recorder remembers the status code; Unwrap lets http.ResponseController reach Flush and Hijack.

@@ -182,8 +182,10 @@ func (c *peerClient) transport() (*http.Transport, error) {
 	return c.t, nil
 }
 
-// get sends a GET to a leader at addr, asking for protobuf.
-func (c *peerClient) get(ctx context.Context, addr, path string) (*http.Response, error) {
+// get sends a GET to a leader at addr, asking for protobuf. The leader's certificate must be the
+// serving certificate of node (CN system:node:<node>), besides naming addr and coming from the
+// cluster CA.
+func (c *peerClient) get(ctx context.Context, node, addr, path string) (*http.Response, error) {
 	t, err := c.transport()
 	if err != nil {
 		return nil, err
@@ -198,6 +200,10 @@ func (c *peerClient) get(ctx context.Context, addr, path string) (*http.Response
 	if err != nil {
 		t.CloseIdleConnections()
 		return nil, err
+	}
+	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 || resp.TLS.PeerCertificates[0].Subject.CommonName != "system:node:"+node {
+		resp.Body.Close()
+		return nil, fmt.Errorf("pool: the leader at %s is not node %s", addr, node)
 	}
 	return resp, nil
 }

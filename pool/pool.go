@@ -170,8 +170,8 @@ func (p *Pool) Store(ri *wire.RequestInfo) *Store {
 	if p == nil || !ri.IsResource || ri.Subresource != "" || ri.Accept.As != "" || ri.Name != "" {
 		return nil
 	}
-	if ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch || ri.ResourceVersionMatch == "Exact" {
-		return nil // a list at an exact past resourceVersion only the cloud can answer
+	if ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch || ri.ResourceVersionMatch == "Exact" || ri.Continue != "" {
+		return nil // a list at an exact past resourceVersion, or the next page of a list the cloud began, only the cloud can answer
 	}
 	st := p.stores[Of(ri)]
 	if st == nil || !st.Synced() {
@@ -194,8 +194,10 @@ func (p *Pool) pick() (Upstream, <-chan struct{}) {
 	}
 	leader := p.leader
 	return Upstream{
-		Name:    addr,
-		Fetch:   func(ctx context.Context, path string) (*http.Response, error) { return p.fetchLeader(ctx, addr, path) },
+		Name: addr,
+		Fetch: func(ctx context.Context, path string) (*http.Response, error) {
+			return p.fetchLeader(ctx, leader, path)
+		},
 		Silence: p.cfg.LeaderTimeout,
 		Failed:  func(err error) { p.leaderFailed(leader, err) },
 	}, p.changed
@@ -305,8 +307,11 @@ func (p *Pool) fetchCloud(ctx context.Context, path string) (*http.Response, err
 	return resp, nil
 }
 
-func (p *Pool) fetchLeader(ctx context.Context, addr, path string) (*http.Response, error) {
-	resp, err := p.peer.get(ctx, addr, path)
+// fetchLeader reads from the leader named by holder (node@address): the answer must come from
+// that node's own serving certificate, so a hub at the address cannot pass for another node.
+func (p *Pool) fetchLeader(ctx context.Context, holder, path string) (*http.Response, error) {
+	node, addr, _ := strings.Cut(holder, "@")
+	resp, err := p.peer.get(ctx, node, addr, path)
 	if err != nil {
 		return nil, err
 	}
