@@ -165,7 +165,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				// The cloud accepted the token: from now on it reads and writes its
 				// ServiceAccount's cache.
 				s.ids.learn(px.cred.hash, px.cred.sa)
-				px.local.Own = ri.Component + "@" + px.cred.sa
+				px.local.Own = ownerComponent(ri) + "@" + px.cred.sa
 			}
 			var tee io.ReadCloser
 			if ri.IsResource {
@@ -219,9 +219,7 @@ func isAPIStatus(resp *http.Response) bool {
 // component@<hash of the credential> (see identity.go), so nothing cached for one identity is
 // read back for another.
 func (s *Server) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, credential) {
-	// "@" separates a component from a credential in an owner's name: a User-Agent may not
-	// carry one, or a local client could name a pod's cache as its own.
-	comp := strings.ReplaceAll(ri.Component, "@", "_")
+	comp := ownerComponent(ri)
 	if id == remote.Node {
 		return comp, credential{}
 	}
@@ -235,6 +233,11 @@ func (s *Server) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Ide
 	}
 	return comp + "@" + c.hash, c
 }
+
+// ownerComponent is the component part of a cache owner's name. "@" separates a component from a
+// credential there: a User-Agent may not carry one, or a local client could name a pod's cache as
+// its own.
+func ownerComponent(ri *wire.RequestInfo) string { return strings.ReplaceAll(ri.Component, "@", "_") }
 
 // recorder remembers the status code; Unwrap lets http.ResponseController reach Flush and Hijack.
 type recorder struct {
