@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"sync"
@@ -92,7 +93,7 @@ func (t *topology) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 		return
 	}
 	t.fromNodePool = t.fromNodePool || fromNodePool
-	if fmt.Sprint(nodes) == fmt.Sprint(t.pool) {
+	if maps.Equal(nodes, t.pool) {
 		return
 	}
 	t.pool = nodes
@@ -156,7 +157,7 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 				nodes[m.Name] = true
 			}
 		}
-		t.setPoolFrom(false, clone(nodes))
+		t.setPoolFrom(false, maps.Clone(nodes))
 	}, func(ev wire.WatchEvent) {
 		m, err := wire.ExtractMeta(ev.Object, "nodes")
 		if err != nil {
@@ -166,22 +167,20 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 		defer mu.Unlock()
 		switch ev.Type {
 		case wire.EventDeleted:
+			if !nodes[m.Name] {
+				return
+			}
 			delete(nodes, m.Name)
 		case wire.EventAdded, wire.EventModified:
+			if nodes[m.Name] {
+				return // a status update of a member: the pool did not change
+			}
 			nodes[m.Name] = true
 		default:
 			return
 		}
-		t.setPoolFrom(false, clone(nodes))
+		t.setPoolFrom(false, maps.Clone(nodes))
 	})
-}
-
-func clone(m map[string]bool) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func cutID(id string) (string, string, bool) {
