@@ -42,6 +42,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		Cloud: s.cloudDo, Credentials: s.cfg.Credentials,
 		ServingCert: filepath.Join(pc.RootDir, "pki", "yurthub-server-current.pem"),
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
+		Members: s.topo.NodePoolMembers,
 	})
 }
 

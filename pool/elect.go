@@ -70,6 +70,12 @@ func (e *elector) round(st *Store, now time.Time) {
 		return // not listed yet (or no RBAC to): no leader, every store reads the cloud
 	}
 	suspect, _, _ := strings.Cut(e.p.takeSuspect(), "@")
+	var members map[string]bool
+	if e.p.cfg.Members != nil {
+		if m, ok := e.p.cfg.Members(); ok {
+			members = m
+		}
+	}
 	best, bestAddr := "", ""
 	for _, o := range objs {
 		t, err := wire.Decode(o.raw)
@@ -78,7 +84,7 @@ func (e *elector) round(st *Store, now time.Time) {
 			continue
 		}
 		addr := l.Annotations[AnnotationAddress]
-		if addr == "" || l.Spec.RenewTime == nil {
+		if addr == "" || l.Spec.RenewTime == nil || members != nil && !members[l.Name] {
 			continue
 		}
 		mark := l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
