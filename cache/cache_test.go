@@ -97,7 +97,7 @@ func respond(t *testing.T, m *Manager, method, url, component string, body []byt
 
 func names(t *testing.T, s *Store, owner, ns, ls, fs string) ([]string, ListResult) {
 	t.Helper()
-	sel, err := NewSelector(ns, ls, fs)
+	sel, err := wire.NewSelector(ns, ls, fs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func (m *Manager) Tee(ri *wire.RequestInfo, owner string, resp *http.Response) i
 	if ri.Resource == "namespaces" {
 		ns = ""
 	}
-	sel, err := NewSelector(ns, ri.LabelSelector, ri.FieldSelector)
+	sel, err := wire.NewSelector(ns, ri.LabelSelector, ri.FieldSelector)
 	if err != nil {
 		return nil
 	}

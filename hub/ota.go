@@ -7,6 +7,7 @@ import (
 	"nodehub/cache"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/wire"
 )
 
 // newOTA prepares YurtHub's hub API (GET /pods, upgrade, imagepull) on the hub port.
@@ -34,7 +35,7 @@ func (s *Server) cachedPods(fn func([]byte) error) error {
 	if s.cache == nil {
 		return nil
 	}
-	sel, err := cache.NewSelector("", "", "spec.nodeName="+s.cfg.NodeName)
+	sel, err := wire.NewSelector("", "", "spec.nodeName="+s.cfg.NodeName)
 	if err != nil {
 		return err
 	}

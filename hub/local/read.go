@@ -67,7 +67,7 @@ type listed struct {
 // record of it, or any object of the resource).
 func (p *Proxy) readList(req *Request) (*listed, error) {
 	ri := req.Info
-	sel, err := cache.NewSelector(namespace(ri), ri.LabelSelector, ri.FieldSelector)
+	sel, err := wire.NewSelector(namespace(ri), ri.LabelSelector, ri.FieldSelector)
 	if err != nil {
 		return nil, &statusError{http.StatusBadRequest, err.Error()}
 	}
