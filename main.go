@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,8 +61,8 @@ func run(args []string) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	for _, name := range o.ignored {
-		log.Warn("flag accepted for YurtHub compatibility but not implemented yet; ignored", "flag", "--"+name)
+	if len(o.ignored) > 0 {
+		log.Warn("YurtHub flags accepted and ignored (README: YurtHub flags nodehub ignores)", "flags", strings.Join(o.ignored, ","))
 	}
 
 	// The node's credentials: bootstrapped and renewed by nodehub (token mode), or kubelet's files.
