@@ -34,6 +34,7 @@ type hubMetrics struct {
 	unauthorized  *metrics.CounterVec
 	dummyEnsures  *metrics.CounterVec
 	otaActions    *metrics.CounterVec
+	yurthub       *yurthubMetrics // the same events under YurtHub's names (yurthubmetrics.go)
 }
 
 func newHubMetrics(reg *metrics.Registry) *hubMetrics {
@@ -59,6 +60,7 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 	m.dummyEnsures = reg.NewCounter("nodehub_dummy_if_ensures_total", "Checks (and repairs) of the hub's link and address, by result (ok, error).", "result")
 	m.otaActions = reg.NewCounter("nodehub_ota_actions_total", "Upgrade and imagepull requests on the hub API, by action and answer code.", "action", "code")
 	m.inflightGauge.Set(0)
+	m.yurthub = newYurtHubMetrics(reg, func() float64 { return m.throttled.Value() })
 	return m
 }
 
@@ -108,6 +110,7 @@ func (m *hubMetrics) serverHealth(b *remote.Backend, healthy bool) {
 		v = 1
 	}
 	m.healthy.Set(v, b.Name)
+	m.yurthub.healthy.Set(v, b.Name)
 }
 
 func (m *hubMetrics) upstream(b *remote.Backend, err error) {
@@ -135,6 +138,12 @@ func componentLabel(ri *wire.RequestInfo) string {
 	return ri.Component
 }
 
+// inflight adds d (+1 when a request starts, -1 when it ends) to the in-flight gauges.
+func (m *hubMetrics) inflight(ri *wire.RequestInfo, d float64) {
+	m.inflightGauge.Add(d)
+	m.yurthub.inflightAdd(ri, d)
+}
+
 func (m *hubMetrics) request(ri *wire.RequestInfo, code int, d time.Duration) {
 	res, comp := resourceLabel(ri), componentLabel(ri)
 	m.requests.Inc(ri.Verb, res, comp, strconv.Itoa(code))
@@ -145,5 +154,8 @@ func (m *hubMetrics) request(ri *wire.RequestInfo, code int, d time.Duration) {
 
 func (m *hubMetrics) cloudBytesFunc(ri *wire.RequestInfo) func(int) {
 	res, comp := resourceLabel(ri), componentLabel(ri)
-	return func(n int) { m.cloudBytes.Add(float64(n), comp, res) }
+	return func(n int) {
+		m.cloudBytes.Add(float64(n), comp, res)
+		m.yurthub.traffic.Add(float64(n), comp, ri.Verb, ri.Resource, ri.Subresource)
+	}
 }

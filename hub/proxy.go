@@ -38,10 +38,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusBadRequest, err.Error())
 		return
 	}
-	s.metrics.inflightGauge.Add(1)
+	s.metrics.inflight(ri, 1)
 	rec := &recorder{ResponseWriter: w}
 	defer func() {
-		s.metrics.inflightGauge.Add(-1)
+		s.metrics.inflight(ri, -1)
 		s.metrics.request(ri, rec.code(), time.Since(start))
 	}()
 
