@@ -16,9 +16,6 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub"
-	"nodehub/hub/certs"
-	"nodehub/hub/dummyif"
-	"nodehub/hub/remote"
 	"nodehub/pool"
 )
 
@@ -100,20 +97,20 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.IntVar(&o.proxyPort, "proxy-port", 10261, "plain-HTTP proxy port")
 	fs.StringVar(&o.diskCachePath, "disk-cache-path", "/etc/kubernetes/cache/", "directory of the local cache")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/nodehub", "directory of the hub's files")
-	fs.StringVar(&o.lbMode, "lb-mode", remote.RoundRobin, "load balancing over cloud servers: rr or priority")
+	fs.StringVar(&o.lbMode, "lb-mode", hub.RoundRobin, "load balancing over cloud servers: rr or priority")
 	fs.IntVar(&o.hbInterval, "heartbeat-interval-seconds", 10, "seconds between heartbeats to each cloud server")
 	fs.IntVar(&o.hbFailedRetry, "heartbeat-failed-retry", 3, "failed heartbeats that make a server unhealthy")
 	fs.IntVar(&o.hbHealthy, "heartbeat-healthy-threshold", 2, "good heartbeats that make it healthy again")
 	fs.IntVar(&o.hbTimeout, "heartbeat-timeout-seconds", 2, "timeout of a heartbeat and of a connect")
 	fs.DurationVar(&o.kubeletGrace, "kubelet-health-grace-period", 40*time.Second, "stop renewing the node lease after kubelet is quiet this long")
-	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", certs.ModeToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
+	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", hub.BootstrapToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
 	fs.StringVar(&o.joinToken, "join-token", "", "bootstrap token (abcdef.0123456789abcdef) the node joins with")
 	fs.StringVar(&o.bootstrapFile, "bootstrap-file", "", "bootstrap kubeconfig used instead of --join-token")
 	fs.Var(newListValue(&o.caHashes, ""), "discovery-token-ca-cert-hash", "sha256:<hex> pins of the cluster CA's public key, comma separated (repeatable)")
 	fs.BoolVar(&o.skipCAVerify, "discovery-token-unsafe-skip-ca-verification", false, "trust the CA cluster-info names without a pin")
 	fs.Var(newListValue(&o.hubCertOrgs, ""), "hub-cert-organizations", "organizations added to system:nodes in the node's certificate, comma separated (repeatable)")
 	fs.BoolVar(&o.allowRemoteProxy, "insecure-allow-remote-proxy", false, "allow --bind-proxy-address to be a non-loopback address (its clients must bring their own credentials)")
-	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", certs.KubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
+	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", hub.DefaultKubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
 	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may hold the key; YurtHub: --kubelet-client-certificate)")
 	fs.StringVar(&o.clientKey, "client-key", "", "node client key PEM (default: --client-cert)")
 	fs.StringVar(&o.caFile, "ca-file", "", "cluster CA PEM (YurtHub: --kubelet-ca-file)")
@@ -135,7 +132,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.dummyIfEnabled, "enable-dummy-if", true, "keep the hub's address on a dummy link and serve the proxy port there too")
-	fs.StringVar(&o.dummyIfName, "dummy-if-name", dummyif.DefaultName, "name of the hub's link (at most 15 characters)")
+	fs.StringVar(&o.dummyIfName, "dummy-if-name", hub.DefaultDummyIfName, "name of the hub's link (at most 15 characters)")
 	fs.StringVar(&o.dummyIfIP, "dummy-if-ip", "", "the hub's address on the link (default 169.254.2.1; fd00::2:1 on an IPv6 node)")
 	fs.BoolVar(&o.dummyIfCleanup, "cleanup-dummy-if", false, "remove the hub's link when nodehub stops")
 	fs.StringVar(&o.staticPodPath, "static-pod-path", "/etc/kubernetes/manifests", "kubelet's static pod manifest directory (OTA upgrades of static pods write there)")
@@ -192,11 +189,11 @@ func (o *options) validate() error {
 		return errors.New("--server-addr: required (the cloud kube-apiserver addresses)")
 	}
 	for _, s := range o.servers() {
-		if _, err := remote.ParseServerAddr(s); err != nil {
+		if _, err := hub.ParseServerAddr(s); err != nil {
 			return fmt.Errorf("--server-addr: %v", err)
 		}
 	}
-	if o.lbMode != remote.RoundRobin && o.lbMode != remote.Priority {
+	if o.lbMode != hub.RoundRobin && o.lbMode != hub.Priority {
 		return fmt.Errorf("--lb-mode: %q is not rr or priority", o.lbMode)
 	}
 	for _, p := range []struct {
@@ -247,16 +244,16 @@ func (o *options) validate() error {
 	if o.proxySecurePort < 0 || o.proxySecurePort > 65535 {
 		return fmt.Errorf("--proxy-secure-port: %d is not a port (1-65535, or 0 for none)", o.proxySecurePort)
 	}
-	if err := dummyif.ValidateName(o.dummyIfName); err != nil {
+	if err := hub.ValidateDummyIfName(o.dummyIfName); err != nil {
 		return fmt.Errorf("--dummy-if-name: %v", err)
 	}
 	if o.dummyIfIP == "" {
-		o.dummyIfIP = dummyif.DefaultIPv4
+		o.dummyIfIP = hub.DefaultDummyIfIPv4
 		if o.ipv6Node() {
-			o.dummyIfIP = dummyif.DefaultIPv6
+			o.dummyIfIP = hub.DefaultDummyIfIPv6
 		}
 	}
-	if err := dummyif.ValidateIP(net.ParseIP(o.dummyIfIP)); err != nil {
+	if err := hub.ValidateDummyIfIP(net.ParseIP(o.dummyIfIP)); err != nil {
 		return fmt.Errorf("--dummy-if-ip: %q: %v", o.dummyIfIP, err)
 	}
 	if o.staticPodPath == "" {
@@ -286,10 +283,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("--kubelet-health-grace-period: %v must be positive", o.kubeletGrace)
 	}
 	switch o.bootstrapMode {
-	case certs.ModeKubeletCertificate:
-	case certs.ModeToken:
+	case hub.BootstrapKubeletCertificate:
+	case hub.BootstrapToken:
 		if o.joinToken != "" {
-			if _, _, err := certs.ParseToken(o.joinToken); err != nil {
+			if err := hub.ValidateJoinToken(o.joinToken); err != nil {
 				return fmt.Errorf("--join-token: %v", err)
 			}
 			if o.caHashes == "" && !o.skipCAVerify {
@@ -300,7 +297,7 @@ func (o *options) validate() error {
 			if strings.TrimSpace(h) == "" {
 				continue
 			}
-			if _, err := certs.ParseCAHash(h); err != nil {
+			if _, err := hub.ParseCAHash(h); err != nil {
 				return fmt.Errorf("--discovery-token-ca-cert-hash: %v", err)
 			}
 		}
@@ -353,18 +350,12 @@ func (o *options) validatePool() error {
 	return nil
 }
 
-// tokenBootstrap reports whether the node's certificate is obtained by nodehub itself (token
-// mode with a token or bootstrap file, or a certificate a previous bootstrap left in root-dir),
-// rather than read from files.
-func (o *options) tokenBootstrap() bool {
-	if o.bootstrapMode != certs.ModeToken || o.clientCert != "" || o.caFile != "" {
-		return false
-	}
-	if o.joinToken != "" || o.bootstrapFile != "" {
-		return true
-	}
-	_, err := os.Stat(o.pkiDir() + "/" + certs.ClientPEMName)
-	return err == nil
+// identity is what the bootstrap flags say about the node's credentials.
+func (o *options) identity() hub.NodeIdentity {
+	return hub.NodeIdentity{Mode: o.bootstrapMode, Servers: o.servers(), NodeName: o.nodeName, PKIDir: o.pkiDir(),
+		JoinToken: o.joinToken, CAHashes: o.caPins(), SkipCAVerification: o.skipCAVerify, BootstrapFile: o.bootstrapFile,
+		Organizations: splitList(o.hubCertOrgs), KubeletKubeconfig: o.kubeletKubeconfig,
+		ClientCert: o.clientCert, ClientKey: o.clientKey, CAFile: o.caFile}
 }
 
 // pkiDir is where the hub keeps its certificates.
@@ -374,7 +365,7 @@ func (o *options) pkiDir() string { return strings.TrimSuffix(o.rootDir, "/") + 
 func (o *options) caPins() []string {
 	var out []string
 	for _, h := range strings.Split(o.caHashes, ",") {
-		if v, err := certs.ParseCAHash(h); err == nil {
+		if v, err := hub.ParseCAHash(h); err == nil {
 			out = append(out, v)
 		}
 	}
@@ -402,7 +393,7 @@ func (o *options) ipv6Node() bool {
 	}
 	servers := o.servers()
 	for _, s := range servers {
-		u, err := remote.ParseServerAddr(s)
+		u, err := hub.ParseServerAddr(s)
 		if err != nil {
 			return false
 		}

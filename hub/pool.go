@@ -17,13 +17,18 @@ import (
 type PoolConfig struct {
 	// Resources are the pool-scope resources (--pool-scope-resources); none turns sharing off.
 	Resources []pool.Resource
-	// Mode is pool.ModeOff (node level only), ModeLease or ModeNodePool.
-	Mode           string
+	// Mode is pool.ModeOff (node level only; the default), ModeLease or ModeNodePool.
+	Mode string
+	// LeaseNamespace holds the node Leases the lease-mode election reads (default
+	// kube-node-lease).
 	LeaseNamespace string
-	// Addr is host:port of the pool port (--pool-bind-address:--pool-port).
-	Addr          string
+	// Addr is host:port of the pool port (--pool-bind-address:--pool-port); required unless Mode
+	// is off.
+	Addr string
+	// LeaderTimeout: a follower gives up a silent or unreachable leader after this long (default 5s).
 	LeaderTimeout time.Duration
-	// RootDir holds the hub's serving certificate, pki/yurthub-server-current.pem.
+	// RootDir holds the hub's serving certificate, pki/yurthub-server-current.pem (default
+	// Config.RootDir).
 	RootDir string
 }
 

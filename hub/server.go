@@ -25,56 +25,80 @@ import (
 	"nodehub/pool"
 )
 
-// Config is everything the hub needs, filled from flags by main.
+// Config is everything the hub needs, filled from flags by main. Its zero value works once
+// Servers is set: every zero field either means "none"/"off" as its comment says or gets the
+// default setDefaults (config.go) gives it, which are YurtHub's defaults.
 type Config struct {
-	NodeName     string
+	// NodeName is this node's name (default: the host name, lower-cased).
+	NodeName string
+	// NodePoolName is this node's pool ("" none): the servicetopology filter and pool sharing use it.
 	NodePoolName string
-	Servers      []string
-	LBMode       string
+	// Servers are the cloud kube-apiservers, "https://host:port" or "host:port" (required).
+	Servers []string
+	// LBMode is RoundRobin (default) or Priority: how requests spread over healthy servers.
+	LBMode string
 
-	// ProxyAddr is host:port of the plain-HTTP proxy port; HubAddr of the hub's own endpoints.
+	// ProxyAddr is host:port of the plain-HTTP proxy port; HubAddr of the hub's own endpoints
+	// (default for each: a free port on 127.0.0.1; Addrs says which).
 	ProxyAddr, HubAddr string
 
-	HeartbeatInterval  time.Duration
-	HeartbeatTimeout   time.Duration
-	HeartbeatFailed    int
-	HeartbeatHealthy   int
+	// HeartbeatInterval is the time between two heartbeats (node lease renewals) to each server
+	// (default 10s); HeartbeatTimeout bounds one heartbeat and one connect (default 2s).
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	// HeartbeatFailed failures make a server unhealthy (default 3); HeartbeatHealthy successes
+	// make it healthy again (default 2).
+	HeartbeatFailed  int
+	HeartbeatHealthy int
+	// KubeletGracePeriod: the hub stops renewing the node lease when kubelet sent no lease request
+	// for this long (default 40s).
 	KubeletGracePeriod time.Duration
 
+	// Credentials are the node's identity towards the cloud (nil: none; no client certificate is
+	// presented and the system's CA roots verify the servers).
 	Credentials Credentials
 	// SecureAddrs are host:port the HTTPS proxy port for pods listens on (first one required to
 	// exist on the host; others, like the dummy interface's address, are bound when they appear).
 	// Requests there must carry a bearer token, forwarded as is. Empty: no secure port.
 	SecureAddrs []string
-	// ServingCert is the secure port's certificate hook (certs.Serving.GetCertificate).
+	// ServingCert is the secure port's certificate hook (ServingCertificate); required with
+	// SecureAddrs.
 	ServingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token.
-	SetToken  func(string) error
+	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token (the
+	// endpoint then answers that it is not available).
+	SetToken func(string) error
+	// Profiling serves /debug/pprof/ on the hub port.
 	Profiling bool
-	Log       *slog.Logger
+	// Log receives the hub's logs (default slog.Default()).
+	Log *slog.Logger
 
-	// RootDir is --root-dir: the hub's own files (which tokens belong to which ServiceAccount).
+	// RootDir is --root-dir: the hub's own files (which tokens belong to which ServiceAccount);
+	// "": kept in memory only.
 	RootDir string
-	// CacheDir is the local cache directory; "" disables caching.
+	// CacheDir is the local cache directory; "" disables caching (and the offline proxy).
 	CacheDir string
-	// CachePolicy says which components' reads are cached.
+	// CachePolicy says which components' reads are cached (zero: only the hub's own).
 	CachePolicy cache.Policy
-	// CacheSyncInterval is how often cache writes are made durable (one syncfs per interval).
+	// CacheSyncInterval is how often cache writes are made durable, one syncfs per interval
+	// (default 1s).
 	CacheSyncInterval time.Duration
-	// GCFrequency is how often the cache is collected; cached events older than it are removed.
+	// GCFrequency is how often the cache is collected; cached events older than it are removed
+	// (default 120 minutes).
 	GCFrequency time.Duration
-	// Filters configures the response filters.
+	// Filters configures the response filters (zero: filtering off).
 	Filters filter.Config
 	// CacheMaxBytes stops the caching of new objects past that size (0: no limit).
 	CacheMaxBytes int64
 	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
 	// beyond it clients get 429 with Retry-After. 0: no bound.
 	MaxInFlight int
-	// DummyIf is the hub's address on the node (--enable-dummy-if and friends).
+	// DummyIf is the hub's address on the node (--enable-dummy-if and friends; zero: none).
 	DummyIf DummyIf
-	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes.
+	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes
+	// ("": static pods cannot be upgraded).
 	StaticPodPath string
-	// Pool configures pool sharing (list/watch of pool-scope resources from shared stores).
+	// Pool configures pool sharing (list/watch of pool-scope resources from shared stores; zero:
+	// off).
 	Pool PoolConfig
 }
 
@@ -137,16 +161,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if len(cfg.Servers) == 0 {
-		return nil, errors.New("hub: no cloud server")
+	cfg.setDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	s.ids = newIdentities(cfg.RootDir, cfg.Log)
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
-	if cfg.Credentials != nil {
-		s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
-	}
+	s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
 	backends := make([]*remote.Backend, 0, len(cfg.Servers))
 	for _, addr := range cfg.Servers {
 		b, err := remote.NewBackend(addr, cfg.Credentials, cfg.HeartbeatTimeout)
