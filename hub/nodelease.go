@@ -265,7 +265,7 @@ func (l *NodeLease) do(ctx context.Context, b *remote.Backend, method, name stri
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "https://cloud"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, path, rd) // the backend fills in its server
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,12 +1,10 @@
 package hub
 
 import (
-	"net/http"
 	"strconv"
 
 	"nodehub/cache"
 	"nodehub/hub/ota"
-	"nodehub/hub/remote"
 	"nodehub/wire"
 )
 
@@ -14,20 +12,13 @@ import (
 func (s *Server) newOTA() *ota.Handler {
 	return &ota.Handler{
 		NodeName:      s.cfg.NodeName,
-		Cloud:         nodeTransport{s.balancer},
+		Cloud:         s.cloud(),
 		Online:        s.balancer.Healthy,
 		CachedPods:    s.cachedPods,
 		StaticPodPath: s.cfg.StaticPodPath,
 		Log:           s.log,
 		OnAction:      func(action string, code int) { s.metrics.otaActions.Inc(action, strconv.Itoa(code)) },
 	}
-}
-
-// nodeTransport sends the hub's own requests to a healthy cloud server with the node's identity.
-type nodeTransport struct{ b *remote.Balancer }
-
-func (t nodeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	return t.b.RoundTrip(req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node})))
 }
 
 // cachedPods reads this node's pods from kubelet's cache, one file at a time.

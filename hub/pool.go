@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"nodehub/filter"
-	"nodehub/hub/remote"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -44,20 +43,11 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	return pool.New(pool.Config{
 		Resources: pc.Resources, Mode: pc.Mode, NodeName: s.cfg.NodeName, PoolName: s.cfg.NodePoolName,
 		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,
-		Cloud: s.cloudDo, Credentials: s.cfg.Credentials,
+		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
 		ServingCert: filepath.Join(pc.RootDir, "pki", "yurthub-server-current.pem"),
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
 		Members: s.topo.NodePoolMembers,
 	})
-}
-
-// cloudDo sends one of the pool's requests (path-only URL) to a healthy cloud server with the
-// node's identity.
-func (s *Server) cloudDo(req *http.Request) (*http.Response, error) {
-	stream := req.URL.Query().Get("watch") != ""
-	req = req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node, Stream: stream}))
-	req.URL.Scheme, req.URL.Host = "https", "cloud" // the balancer sends it to a server
-	return s.balancer.RoundTrip(req)
 }
 
 // poolTee keeps what the shared stores receive in the cache too (as the hub's own component), so
