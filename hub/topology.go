@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,7 +128,7 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 		}
 		t.mu.RUnlock()
 		for _, id := range gone {
-			ns, name, _ := cutID(id)
+			ns, name, _ := strings.Cut(id, "/")
 			t.setService(ns, name, "")
 		}
 	}, func(ev wire.WatchEvent) {
@@ -189,15 +190,6 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 		}
 		t.setPoolFrom(false, maps.Clone(nodes))
 	})
-}
-
-func cutID(id string) (string, string, bool) {
-	for i := 0; i < len(id); i++ {
-		if id[i] == '/' {
-			return id[:i], id[i+1:], true
-		}
-	}
-	return "", id, false
 }
 
 func serviceKey(raw []byte) (ns, name, key string) {
