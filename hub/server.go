@@ -145,7 +145,6 @@ type Server struct {
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
 	ids      *identities   // tokens the cloud accepted, by ServiceAccount
-	self     *http.Client  // the hub's own requests to its proxy port
 	dummy    *dummyif.Link // nil without --enable-dummy-if
 	ota      *ota.Handler
 	pool     *pool.Pool // nil when pool sharing is off
@@ -211,7 +210,6 @@ func New(cfg Config) (*Server, error) {
 		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
 	}
 	s.topo = newTopology()
-	s.self = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	cfg.Filters.Topology = s.topo
 	fs, err := filter.New(cfg.Filters)
 	if err != nil {
@@ -299,7 +297,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.run(ctx)
 	if s.filters.Uses("servicetopology") {
-		go s.runTopology(ctx, "http://"+s.Addrs()[0].String())
+		go s.runTopology(ctx)
 	}
 	if s.cache != nil {
 		go s.cache.Store.RunSync(ctx, s.cfg.CacheSyncInterval)

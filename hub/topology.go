@@ -1,26 +1,24 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
+	"errors"
 	"maps"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"nodehub/filter"
+	"nodehub/listwatch"
 	"nodehub/wire"
 )
 
 // topology keeps what the servicetopology filter needs: the openyurt.io/topologyKeys annotation
-// of the Services that have one, and the nodes of this node's pool. It list/watches them through
-// the hub's own proxy port, as any client would, so they are cached and answered from the cache
-// offline. Memory holds only the annotated services and the pool's node names.
+// of the Services that have one, and the nodes of this node's pool. It list/watches them from the
+// cloud as the node (ownFetch: the answers are cached as the hub's own, and read back from that
+// cache offline). Memory holds only the annotated services and the pool's node names.
 type topology struct {
 	mu   sync.RWMutex
 	keys map[string]string // namespace/name → topology key
@@ -110,9 +108,9 @@ func (t *topology) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 }
 
 // runTopology keeps the topology current until ctx ends.
-func (s *Server) runTopology(ctx context.Context, proxy string) {
+func (s *Server) runTopology(ctx context.Context) {
 	t := s.topo
-	go s.informer(ctx, proxy, "/api/v1/services", "services", func(items [][]byte) {
+	go s.informer(ctx, "/api/v1/services", "services", func(items [][]byte) {
 		seen := map[string]bool{}
 		for _, it := range items {
 			ns, name, key := serviceKey(it)
@@ -145,7 +143,7 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 	// Both sources run: OpenYurt's NodePool (status.nodes) when that API exists, else the nodes
 	// labelled with the pool. The NodePool wins once it has been seen.
 	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
-	go s.informer(ctx, proxy, poolPath, "nodepools", func(items [][]byte) {
+	go s.informer(ctx, poolPath, "nodepools", func(items [][]byte) {
 		if len(items) > 0 {
 			t.setPoolFrom(true, poolNodes(items[0]))
 		}
@@ -157,7 +155,7 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 	nodes := map[string]bool{}
 	var mu sync.Mutex
 	nodePath := "/api/v1/nodes?labelSelector=" + url.QueryEscape("apps.openyurt.io/nodepool="+pool)
-	go s.informer(ctx, proxy, nodePath, "nodes", func(items [][]byte) {
+	go s.informer(ctx, nodePath, "nodes", func(items [][]byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		nodes = map[string]bool{}
@@ -216,88 +214,34 @@ func poolNodes(raw []byte) map[string]bool {
 	return out
 }
 
-func (s *Server) selfGet(ctx context.Context, proxy, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, proxy+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", wire.MediaJSON)
-	req.Header.Set("User-Agent", "nodehub/topology")
-	return s.self.Do(req)
-}
-
 // informer lists path and then watches it from the list's resourceVersion, again and again (with
-// a back-off after failures) until ctx ends.
-func (s *Server) informer(ctx context.Context, proxy, path, resource string, onList func([][]byte), onEvent func(wire.WatchEvent)) {
-	backoff := time.Second
+// a back-off after failures) until ctx ends: listwatch's loop, reading through ownFetch.
+func (s *Server) informer(ctx context.Context, path, resource string, onList func([][]byte), onEvent func(wire.WatchEvent)) {
+	fetch := s.ownFetch("topology")
 	sep := "?"
-	if bytes.ContainsRune([]byte(path), '?') {
+	if strings.Contains(path, "?") {
 		sep = "&"
 	}
-	for ctx.Err() == nil {
-		rv, err := s.listOnce(ctx, proxy, path, onList)
+	listwatch.Run(ctx, time.Second, 30*time.Second, func(ctx context.Context) (<-chan struct{}, error) {
+		var items [][]byte
+		meta, err := listwatch.List(ctx, fetch, path, func(raw []byte) error { items = append(items, raw); return nil })
 		if err == nil {
-			err = s.watchOnce(ctx, proxy, path+sep+"watch=true&allowWatchBookmarks=true&resourceVersion="+url.QueryEscape(rv), onEvent)
-			if err == nil {
-				backoff = time.Second
-				continue
-			}
+			onList(items)
+			items = nil
+			err = listwatch.Watch(ctx, fetch, path+sep+"watch=true&allowWatchBookmarks=true&resourceVersion="+url.QueryEscape(meta.ResourceVersion), 0, func(ev wire.WatchEvent) error {
+				switch ev.Type {
+				case wire.EventError:
+					return errors.New("error event")
+				case wire.EventBookmark:
+					return nil
+				}
+				onEvent(ev)
+				return nil
+			})
 		}
-		s.log.Debug("topology: "+resource+" list/watch", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
+		if err != nil {
+			s.log.Debug("topology: "+resource+" list/watch", "err", err)
 		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
-func (s *Server) listOnce(ctx context.Context, proxy, path string, onList func([][]byte)) (string, error) {
-	resp, err := s.selfGet(ctx, proxy, path)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("list %s: %s", path, resp.Status)
-	}
-	var items [][]byte
-	var meta wire.ListMeta
-	sp := wire.NewListSplitter(wire.MediaType{Type: wire.MediaJSON}, wire.ListHandler{
-		Meta: func(m wire.ListMeta) { meta = m },
-		Item: func(b []byte) error { items = append(items, b); return nil },
+		return nil, err
 	})
-	if _, err := io.Copy(writerFunc(sp.Write), resp.Body); err != nil {
-		return "", err
-	}
-	if err := sp.Close(); err != nil {
-		return "", err
-	}
-	onList(items)
-	return meta.ResourceVersion, nil
 }
-
-func (s *Server) watchOnce(ctx context.Context, proxy, path string, onEvent func(wire.WatchEvent)) error {
-	resp, err := s.selfGet(ctx, proxy, path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("watch %s: %s", path, resp.Status)
-	}
-	sp := wire.NewWatchSplitter(wire.MediaType{Type: wire.MediaJSON}, func(ev wire.WatchEvent) error {
-		if ev.Type == wire.EventError {
-			return fmt.Errorf("watch %s: error event", path)
-		}
-		onEvent(ev)
-		return nil
-	})
-	_, err = io.Copy(writerFunc(sp.Write), resp.Body)
-	return err // nil when the watch simply ended
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

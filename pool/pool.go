@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"nodehub/listwatch"
 	"nodehub/wire"
 )
 
@@ -215,7 +216,7 @@ func (p *Pool) decide() { p.once.Do(func() { close(p.decided) }) }
 func (p *Pool) leaderFailed(leader string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var answered *statusError
+	var answered *listwatch.StatusError
 	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) && time.Since(p.since) < p.cfg.LeaderTimeout {
 		return
 	}
