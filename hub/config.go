@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"nodehub/pool"
+	"nodehub/wire"
 )
 
 // The defaults of Config's zero values. They are YurtHub's defaults (which main's flags also
@@ -92,6 +93,13 @@ func (c *Config) check() error {
 		return errors.New("hub: SecureAddrs without ServingCert")
 	}
 	return nil
+}
+
+// Credentials are the node's credentials (Config.Credentials): what the backends present, and
+// whether they are loaded (certs.Source, certs.Manager; StartCredentials returns one).
+type Credentials interface {
+	wire.Credentials
+	Err() error
 }
 
 // noCredentials are a hub's credentials when it has none of its own (Config.Credentials nil): no

@@ -122,13 +122,6 @@ func (c Config) ExtraHosts() []string {
 	return nil
 }
 
-// Credentials are the node's credentials: what the backends present, and whether they are
-// loaded (certs.Source, certs.Manager).
-type Credentials interface {
-	remote.Credentials
-	Err() error
-}
-
 // Server is a running hub. Build it with New, start it with Run.
 type Server struct {
 	cfg      Config

@@ -146,14 +146,14 @@ func (s *servingCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 // peerClient is a follower's connection to leaders: HTTP/2 over mTLS with the node's certificate,
 // the leader verified against the cluster CA.
 type peerClient struct {
-	creds   Credentials
+	creds   wire.Credentials
 	timeout time.Duration
 
 	mu sync.Mutex
 	t  *http.Transport
 }
 
-func newPeerClient(creds Credentials, timeout time.Duration) *peerClient {
+func newPeerClient(creds wire.Credentials, timeout time.Duration) *peerClient {
 	return &peerClient{creds: creds, timeout: timeout}
 }
 

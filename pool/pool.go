@@ -2,8 +2,6 @@ package pool
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -26,14 +24,6 @@ const (
 	ModeNodePool = "nodepool"
 )
 
-// Credentials are the node's TLS credentials: the cluster CA (verifies the leader, and at the
-// leader the followers) and the node's client certificate (what a follower presents).
-// certs.Source implements it.
-type Credentials interface {
-	CAPool() *x509.CertPool
-	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
-}
-
 // Config is what a Pool needs. Zero values of the optional fields work.
 type Config struct {
 	Resources []Resource
@@ -52,7 +42,7 @@ type Config struct {
 	Cloud func(*http.Request) (*http.Response, error)
 	// Credentials are the node's; ServingCert is the PEM file (certificate, then key) the leader
 	// serves with, re-read when it changes.
-	Credentials Credentials
+	Credentials wire.Credentials
 	ServingCert string
 	Log         *slog.Logger
 	// OnBytes, if set, counts response bytes received per source ("cloud" or "leader").
