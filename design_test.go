@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -199,6 +200,30 @@ func TestArrowsTable(t *testing.T) {
 	} {
 		if ok, known := allowed(tt.from, tt.to); ok != tt.ok || !known {
 			t.Errorf("%s → %s: allowed %v (known %v), want %v", tt.from, tt.to, ok, known, tt.ok)
+		}
+	}
+}
+
+// README and the architecture page point only inside the repository: a relative link names a
+// file that exists here, and no path leaves the checkout.
+func TestDocsPointInsideTheRepository(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`)
+	for _, doc := range []string{"README.md", "docs/ARCHITECTURE.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(text), "../") {
+			t.Errorf("%s names a path outside the repository (../)", doc)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(doc), target)); err != nil {
+				t.Errorf("%s links %s, which is not in the repository", doc, target)
+			}
 		}
 	}
 }
