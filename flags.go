@@ -380,7 +380,7 @@ func (o *options) poolConfig() hub.PoolConfig {
 		addr = "0.0.0.0"
 	}
 	return hub.PoolConfig{Resources: res, Mode: o.poolMode, LeaseNamespace: o.poolLeaseNS,
-		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout, RootDir: o.rootDir}
+		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout}
 }
 
 func (o *options) servers() []string { return splitList(o.serverAddr) }

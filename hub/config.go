@@ -79,9 +79,6 @@ func (c *Config) setDefaults() {
 	if c.Pool.LeaderTimeout <= 0 {
 		c.Pool.LeaderTimeout = DefaultPoolLeaderTimeout
 	}
-	if c.Pool.RootDir == "" {
-		c.Pool.RootDir = c.RootDir
-	}
 }
 
 // check reports what no default can mend.
@@ -91,6 +88,9 @@ func (c *Config) check() error {
 	}
 	if len(c.SecureAddrs) > 0 && c.ServingCert == nil {
 		return errors.New("hub: SecureAddrs without ServingCert")
+	}
+	if c.Pool.Mode != pool.ModeOff && len(c.Pool.Resources) > 0 && c.ServingCert == nil {
+		return errors.New("hub: pool mode " + c.Pool.Mode + " without ServingCert (the pool port serves it)")
 	}
 	return nil
 }

@@ -84,7 +84,7 @@ func TestSetDefaults(t *testing.T) {
 		c.HeartbeatInterval != 10*time.Second || c.HeartbeatTimeout != 2*time.Second || c.HeartbeatFailed != 3 ||
 		c.HeartbeatHealthy != 2 || c.KubeletGracePeriod != 40*time.Second || c.Credentials == nil ||
 		c.CacheSyncInterval != time.Second || c.GCFrequency != 120*time.Minute || c.Pool.Mode != "off" ||
-		c.Pool.LeaseNamespace != "kube-node-lease" || c.Pool.LeaderTimeout != 5*time.Second || c.Pool.RootDir != "/r" {
+		c.Pool.LeaseNamespace != "kube-node-lease" || c.Pool.LeaderTimeout != 5*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if err := c.Credentials.Err(); err != nil {

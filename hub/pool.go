@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"nodehub/cache"
-	"path/filepath"
 	"time"
 
 	"nodehub/filter"
@@ -25,10 +24,8 @@ type PoolConfig struct {
 	// is off.
 	Addr string
 	// LeaderTimeout: a follower gives up a silent or unreachable leader after this long (default 5s).
+	// The pool port serves Config.ServingCert.
 	LeaderTimeout time.Duration
-	// RootDir holds the hub's serving certificate, pki/yurthub-server-current.pem (default
-	// Config.RootDir).
-	RootDir string
 }
 
 // newPool builds the pool from the configuration, or nil when sharing is off.
@@ -44,7 +41,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		Resources: pc.Resources, Mode: pc.Mode, NodeName: s.cfg.NodeName, PoolName: s.cfg.NodePoolName,
 		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,
 		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
-		ServingCert: filepath.Join(pc.RootDir, "pki", "yurthub-server-current.pem"),
+		ServingCert: s.cfg.ServingCert,
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
 		Members: s.topo.NodePoolMembers,
 	})

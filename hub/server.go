@@ -61,8 +61,8 @@ type Config struct {
 	// exist on the host; others, like the dummy interface's address, are bound when they appear).
 	// Requests there must carry a bearer token, forwarded as is. Empty: no secure port.
 	SecureAddrs []string
-	// ServingCert is the secure port's certificate hook (ServingCertificate); required with
-	// SecureAddrs.
+	// ServingCert is the hub's serving certificate hook (ServingCertificate), which the secure
+	// port and the pool port serve; required with either.
 	ServingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token (the
 	// endpoint then answers that it is not available).

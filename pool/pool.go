@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"crypto/tls"
 	"context"
 	"errors"
 	"io"
@@ -40,10 +41,10 @@ type Config struct {
 	LeaderTimeout time.Duration
 	// Cloud sends a request (path-only URL) to a healthy cloud server with the node's identity.
 	Cloud func(*http.Request) (*http.Response, error)
-	// Credentials are the node's; ServingCert is the PEM file (certificate, then key) the leader
-	// serves with, re-read when it changes.
+	// Credentials are the node's; ServingCert is the certificate the leader serves the pool port
+	// with (the hub's serving certificate, hub.ServingCertificate).
 	Credentials wire.Credentials
-	ServingCert string
+	ServingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	Log         *slog.Logger
 	// OnBytes, if set, counts response bytes received per source ("cloud" or "leader").
 	OnBytes func(source string, res Resource, n int)
