@@ -1,8 +1,8 @@
 package pool
 
 import (
-	"crypto/tls"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
