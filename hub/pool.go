@@ -79,7 +79,7 @@ func (s *Server) servePool(w http.ResponseWriter, r *http.Request, ri *wire.Requ
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
-			stop := context.AfterFunc(s.topo.changes(), cancel)
+			stop := context.AfterFunc(s.topo.Changes(), cancel)
 			defer stop()
 		}
 	}

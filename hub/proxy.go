@@ -104,7 +104,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if ri.Verb == wire.VerbWatch {
 		if c := s.filters.For(ri); c != nil && c.Uses("servicetopology") {
 			// A topology change ends the watch: the client re-lists and gets re-filtered slices.
-			stopTopo := context.AfterFunc(s.topo.changes(), cancel)
+			stopTopo := context.AfterFunc(s.topo.Changes(), cancel)
 			defer stopTopo()
 		}
 	}

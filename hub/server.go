@@ -22,6 +22,7 @@ import (
 	"nodehub/hub/metrics"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/hub/topology"
 	"nodehub/pool"
 )
 
@@ -136,7 +137,7 @@ type Server struct {
 	state    *cloudState
 	filters  *filter.Set
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
-	topo     *topology
+	topo     *topology.Source
 	ids      *identities   // tokens the cloud accepted, by ServiceAccount
 	dummy    *dummyif.Link // nil without --enable-dummy-if
 	ota      *ota.Handler
@@ -202,7 +203,7 @@ func New(cfg Config) (*Server, error) {
 		s.metrics.watchCache(s.cache)
 		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
 	}
-	s.topo = newTopology()
+	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	cfg.Filters.Topology = s.topo
 	fs, err := filter.New(cfg.Filters)
 	if err != nil {
@@ -290,7 +291,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.run(ctx)
 	if s.filters.Uses("servicetopology") {
-		go s.runTopology(ctx)
+		go s.topo.Run(ctx)
 	}
 	if s.cache != nil {
 		go s.cache.Store.RunSync(ctx, s.cfg.CacheSyncInterval)

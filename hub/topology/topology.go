@@ -1,9 +1,14 @@
-package hub
+// Package topology is the hub's topology source: it keeps what the servicetopology filter needs,
+// the openyurt.io/topologyKeys annotation of the Services that have one and the nodes of this
+// node's pool, current by list and watch (listwatch) through the Fetch it is given. Memory holds
+// only the annotated services and the pool's node names.
+package topology
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"net/url"
 	"strings"
@@ -15,11 +20,13 @@ import (
 	"nodehub/wire"
 )
 
-// topology keeps what the servicetopology filter needs: the openyurt.io/topologyKeys annotation
-// of the Services that have one, and the nodes of this node's pool. It list/watches them from the
-// cloud as the node (ownFetch: the answers are cached as the hub's own, and read back from that
-// cache offline). Memory holds only the annotated services and the pool's node names.
-type topology struct {
+// Source is the topology of this node: a filter.Topology, and the pool's members as OpenYurt's
+// NodePool names them. Build it with New, keep it current with Run.
+type Source struct {
+	poolName string
+	fetch    listwatch.Fetch
+	log      *slog.Logger
+
 	mu   sync.RWMutex
 	keys map[string]string // namespace/name → topology key
 	pool map[string]bool
@@ -29,28 +36,33 @@ type topology struct {
 	end          context.CancelFunc
 }
 
-func newTopology() *topology {
-	t := &topology{keys: map[string]string{}}
+// New returns an empty topology for a node of pool poolName ("" for none) that Run reads through
+// fetch: the hub gives it the cloud as the node, its answers cached and read back offline.
+func New(poolName string, fetch listwatch.Fetch, log *slog.Logger) *Source {
+	if log == nil {
+		log = slog.Default()
+	}
+	t := &Source{poolName: poolName, fetch: fetch, log: log, keys: map[string]string{}}
 	t.period, t.end = context.WithCancel(context.Background())
 	return t
 }
 
 // TopologyKey implements filter.Topology.
-func (t *topology) TopologyKey(ns, svc string) string {
+func (t *Source) TopologyKey(ns, svc string) string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.keys[ns+"/"+svc]
 }
 
 // Any reports whether any service has a topology key (else servicetopology has nothing to do).
-func (t *topology) Any() bool {
+func (t *Source) Any() bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.keys) > 0
 }
 
 // PoolNodes implements filter.Topology.
-func (t *topology) PoolNodes() map[string]bool {
+func (t *Source) PoolNodes() map[string]bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.pool
@@ -58,25 +70,27 @@ func (t *topology) PoolNodes() map[string]bool {
 
 // NodePoolMembers returns the pool's nodes as OpenYurt's NodePool names them (ok false until a
 // NodePool was seen: node labels, which a node may set on itself, do not count).
-func (t *topology) NodePoolMembers() (map[string]bool, bool) {
+func (t *Source) NodePoolMembers() (map[string]bool, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.pool, t.fromNodePool
 }
 
-func (t *topology) changes() context.Context {
+// Changes returns a context that ends at the next change of the topology: a watch whose answers
+// were filtered with it ends then, so its client lists again and is filtered anew.
+func (t *Source) Changes() context.Context {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.period
 }
 
 // bumpLocked ends the current period (mu held).
-func (t *topology) bumpLocked() {
+func (t *Source) bumpLocked() {
 	t.end()
 	t.period, t.end = context.WithCancel(context.Background())
 }
 
-func (t *topology) setService(ns, name, key string) {
+func (t *Source) setService(ns, name, key string) {
 	id := ns + "/" + name
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -93,7 +107,7 @@ func (t *topology) setService(ns, name, key string) {
 
 // setPoolFrom records the pool's nodes from the NodePool (fromNodePool) or from node labels;
 // once a NodePool was seen, labels no longer count.
-func (t *topology) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
+func (t *Source) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !fromNodePool && t.fromNodePool {
@@ -107,10 +121,9 @@ func (t *topology) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 	t.bumpLocked()
 }
 
-// runTopology keeps the topology current until ctx ends.
-func (s *Server) runTopology(ctx context.Context) {
-	t := s.topo
-	go s.informer(ctx, "/api/v1/services", "services", func(items [][]byte) {
+// Run keeps the topology current until ctx ends.
+func (t *Source) Run(ctx context.Context) {
+	go t.informer(ctx, "/api/v1/services", "services", func(items [][]byte) {
 		seen := map[string]bool{}
 		for _, it := range items {
 			ns, name, key := serviceKey(it)
@@ -136,14 +149,14 @@ func (s *Server) runTopology(ctx context.Context) {
 		}
 		t.setService(ns, name, key)
 	})
-	pool := s.cfg.NodePoolName
+	pool := t.poolName
 	if pool == "" {
 		return // no pool: nodepool keys keep this node's endpoints only
 	}
 	// Both sources run: OpenYurt's NodePool (status.nodes) when that API exists, else the nodes
 	// labelled with the pool. The NodePool wins once it has been seen.
 	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
-	go s.informer(ctx, poolPath, "nodepools", func(items [][]byte) {
+	go t.informer(ctx, poolPath, "nodepools", func(items [][]byte) {
 		if len(items) > 0 {
 			t.setPoolFrom(true, poolNodes(items[0]))
 		}
@@ -155,7 +168,7 @@ func (s *Server) runTopology(ctx context.Context) {
 	nodes := map[string]bool{}
 	var mu sync.Mutex
 	nodePath := "/api/v1/nodes?labelSelector=" + url.QueryEscape("apps.openyurt.io/nodepool="+pool)
-	go s.informer(ctx, nodePath, "nodes", func(items [][]byte) {
+	go t.informer(ctx, nodePath, "nodes", func(items [][]byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		nodes = map[string]bool{}
@@ -215,9 +228,9 @@ func poolNodes(raw []byte) map[string]bool {
 }
 
 // informer lists path and then watches it from the list's resourceVersion, again and again (with
-// a back-off after failures) until ctx ends: listwatch's loop, reading through ownFetch.
-func (s *Server) informer(ctx context.Context, path, resource string, onList func([][]byte), onEvent func(wire.WatchEvent)) {
-	fetch := s.ownFetch("topology")
+// a back-off after failures) until ctx ends: listwatch's loop.
+func (t *Source) informer(ctx context.Context, path, resource string, onList func([][]byte), onEvent func(wire.WatchEvent)) {
+	fetch := t.fetch
 	sep := "?"
 	if strings.Contains(path, "?") {
 		sep = "&"
@@ -240,7 +253,7 @@ func (s *Server) informer(ctx context.Context, path, resource string, onList fun
 			})
 		}
 		if err != nil {
-			s.log.Debug("topology: "+resource+" list/watch", "err", err)
+			t.log.Debug("topology: "+resource+" list/watch", "err", err)
 		}
 		return nil, err
 	})
