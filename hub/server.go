@@ -22,6 +22,7 @@ import (
 	"nodehub/hub/metrics"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
 	"nodehub/pool"
 )
 
@@ -121,6 +122,7 @@ type Server struct {
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
 	ids      *identities   // tokens the cloud accepted, by ServiceAccount
+	tokens   *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
 	self     *http.Client  // the hub's own requests to its proxy port
 	dummy    *dummyif.Link // nil without --enable-dummy-if
 	ota      *ota.Handler
@@ -142,6 +144,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	s.ids = newIdentities(cfg.RootDir, cfg.Log)
+	var err error
+	if s.tokens, err = openTokens(cfg.RootDir, cfg.CacheDir, cfg); err != nil {
+		return nil, err
+	}
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
 	if cfg.Credentials != nil {
@@ -185,7 +191,7 @@ func New(cfg Config) (*Server, error) {
 		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
 		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, Log: cfg.Log}
 	}
 	s.topo = newTopology()
 	s.self = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
@@ -275,6 +281,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.run(ctx)
+	go s.tokens.Run(ctx)
 	if s.filters.Uses("servicetopology") {
 		go s.runTopology(ctx, "http://"+s.Addrs()[0].String())
 	}
@@ -313,6 +320,9 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	s.ids.save()
+	if err := s.tokens.Save(); err != nil {
+		s.log.Warn("tokens: save at stop", "err", err)
+	}
 	cancel() // the pool releases its lease
 	select {
 	case <-poolDone:
