@@ -169,6 +169,9 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 			if chain := s.filters.For(ri); chain != nil && resp.StatusCode == http.StatusOK {
 				s.filter(chain, ri, resp)
 			}
+			if s.auto != nil && px.local != nil && px.local.Shared && s.isOwnNodeGet(ri) {
+				s.autonomyResponse(resp) // before the cache: it keeps what kubelet received
+			}
 			if s.cache == nil {
 				return nil
 			}

@@ -123,6 +123,7 @@ type Server struct {
 	topo     *topology
 	ids      *identities   // tokens the cloud accepted, by ServiceAccount
 	tokens   *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
+	auto     *autonomy     // the node's Autonomy condition; nil without a cache
 	self     *http.Client  // the hub's own requests to its proxy port
 	dummy    *dummyif.Link // nil without --enable-dummy-if
 	ota      *ota.Handler
@@ -188,10 +189,19 @@ func New(cfg Config) (*Server, error) {
 		w.MaxBytes = cfg.CacheMaxBytes
 		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
+		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log}
+		w.OnError = func(r cache.Resource, err error) {
+			s.metrics.cacheErrors.Inc(r.Resource)
+			s.auto.cacheError(err)
+		}
 		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, Log: cfg.Log}
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, Log: cfg.Log,
+			KubeletNode: func(raw []byte) []byte {
+				out, c := s.auto.apply(raw)
+				s.auto.seen(c)
+				return out
+			}}
 	}
 	s.topo = newTopology()
 	s.self = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}

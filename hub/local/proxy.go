@@ -35,7 +35,10 @@ type Proxy struct {
 	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
 	// kept (the node's clients get stand-ins).
 	Tokens *tokens.Store
-	Log    *slog.Logger
+	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
+	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
+	KubeletNode func(raw []byte) []byte
+	Log         *slog.Logger
 }
 
 // Request is one request as the hub routes it.
