@@ -194,7 +194,9 @@ func New(cfg Config) (*Server, error) {
 			s.metrics.cacheErrors.Inc(r.Resource)
 			s.auto.cacheError(err)
 		}
-		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
+		policy := cfg.CachePolicy
+		policy.Shared = sharedResources(cfg.Pool.Resources)
+		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
 		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, Log: cfg.Log,
 			KubeletNode: func(raw []byte) []byte {
