@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +146,136 @@ func TestOfflineServiceAccountPoolScopeReads(t *testing.T) {
 	h.Stop()
 	h2 := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
 	check("hub restarted offline", h2)
+}
+
+// tokenRequestFor is kubelet's request for a pod's projected ServiceAccount token.
+func tokenRequestFor(pod *corev1.Pod) *authenticationv1.TokenRequest {
+	return &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3607)),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}
+}
+
+// jwtClaims reads a JWT's claims without checking it.
+func jwtClaims(t *testing.T, tok string) map[string]any {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", tok)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Offline, kubelet's token request for a pod is answered with the last token the cloud issued for
+// the same request, also after the hub was killed and restarted offline (a reboot); another client
+// asking the same does not get it; a pod whose token was never issued gets a stand-in. This node's
+// registration is answered 409 AlreadyExists; other creates stay refused.
+func TestOfflineTokensAndNodeRegistration(t *testing.T) {
+	ctx := context.Background()
+	ns := "kubelet-tokens"
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, n := range []string{"tok-seen-1", "tok-new-1"} {
+		p := newPod(ns, n)
+		p.Spec.ServiceAccountName = "app"
+		p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr(int64(3607))}}}}}}}
+		got, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			got, err = cluster.Admin.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[n] = got
+	}
+	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Refuse()
+	dir := t.TempDir()
+	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
+	kubelet := h.Client(kubeletUA, true)
+	issued, err := kubelet.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "app", tokenRequestFor(pods["tok-seen-1"]), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("online token request as the node: %v", err)
+	}
+	node, err := kubelet.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offlineChecks := func(when string, h *harness.Hub) {
+		t.Helper()
+		kubelet := h.Client(kubeletUA, true)
+		// Another client on the node with a credential of its own (here: the pod's token).
+		otherCfg := h.Config(kubeletUA, true)
+		otherCfg.BearerToken = issued.Status.Token
+		other := kubernetes.NewForConfigOrDie(otherCfg)
+		got, err := kubelet.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "app", tokenRequestFor(pods["tok-seen-1"]), metav1.CreateOptions{})
+		if err != nil || got.Status.Token != issued.Status.Token || !got.Status.ExpirationTimestamp.Equal(&issued.Status.ExpirationTimestamp) {
+			t.Fatalf("%s: kubelet's token request: %v (same token: %v)", when, err, err == nil && got.Status.Token == issued.Status.Token)
+		}
+		if _, err := other.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "app", tokenRequestFor(pods["tok-seen-1"]), metav1.CreateOptions{}); !apierrors.IsServiceUnavailable(err) {
+			t.Fatalf("%s: the same request from another client: err %v, want 503 (never the node's token)", when, err)
+		}
+		standIn, err := kubelet.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "app", tokenRequestFor(pods["tok-new-1"]), metav1.CreateOptions{})
+		if err != nil || standIn.Status.Token == issued.Status.Token {
+			t.Fatalf("%s: a pod never issued a token: %v", when, err)
+		}
+		if c := jwtClaims(t, standIn.Status.Token); c["iss"] != "nodehub-offline-stand-in" || c["sub"] != "system:serviceaccount:"+ns+":app" {
+			t.Fatalf("%s: stand-in claims %v", when, c)
+		}
+		if d := time.Until(standIn.Status.ExpirationTimestamp.Time); d <= 0 || d > 2*time.Minute {
+			t.Fatalf("%s: stand-in expires in %v", when, d)
+		}
+		// Registration of this node: the apiserver's answer for a node that exists.
+		reg := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.NodeName, Labels: node.Labels}}
+		if _, err := kubelet.CoreV1().Nodes().Create(ctx, reg, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("%s: registering this node: err %v, want AlreadyExists", when, err)
+		}
+		if _, err := kubelet.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{}); err != nil {
+			t.Fatalf("%s: reading the node after registration: %v", when, err)
+		}
+		if _, err := kubelet.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "another-node"}}, metav1.CreateOptions{}); !apierrors.IsServiceUnavailable(err) {
+			t.Fatalf("%s: registering another node: err %v, want 503", when, err)
+		}
+		if _, err := kubelet.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lost"}}, metav1.CreateOptions{}); !apierrors.IsServiceUnavailable(err) {
+			t.Fatalf("%s: another create: err %v, want 503", when, err)
+		}
+	}
+	time.Sleep(12 * time.Second) // the token store makes a batch durable within 10 s
+	blackHole(t, h, relay)
+	offlineChecks("offline", h)
+
+	// A power cut: the hub is killed, and starts again with the link still black-holed.
+	h.Kill()
+	h2 := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
+	offlineChecks("after a kill and a restart offline", h2)
+	tokDir := filepath.Join(h2.RootDir, "tokens")
+	fi, err := os.Stat(tokDir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("token directory: %v %v", fi, err)
+	}
+	des, _ := os.ReadDir(tokDir)
+	if len(des) != 1 {
+		t.Fatalf("%d token files, want 1 (a stand-in is never kept)", len(des))
+	}
+	if fi, _ := des[0].Info(); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode %v", fi.Mode())
+	}
+	if strings.HasPrefix(tokDir, h2.CacheDir) {
+		t.Fatal("token store under the cache directory")
+	}
 }
