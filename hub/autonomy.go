@@ -27,7 +27,7 @@ const (
 	autonomyAnnotation                          = "node.beta.openyurt.io/autonomy"
 	edgeWorkerLabel                             = "openyurt.io/is-edge-worker"
 	// maxCacheFailures: the condition turns Unknown when cache writes failed at more evaluations
-	// in a row than this (kubelet reads its node every 10 s).
+	// in a row than this, with no successful write since (kubelet reads its node every 10 s).
 	maxCacheFailures = 3
 	// autonomyRewriteAfter: a status the hub wrote is not written again before this, even if a
 	// stale read (the apiserver's watch cache) does not show it yet.
@@ -40,17 +40,20 @@ type autonomy struct {
 	// write sets the condition in the cloud's node status; online reports whether to try.
 	write  func(ctx context.Context, c corev1.NodeCondition) error
 	online func() bool
-	log    *slog.Logger
-	now    func() time.Time
+	// filesWritten counts the cache's successful file writes (nil: none are counted).
+	filesWritten func() int64
+	log          *slog.Logger
+	now          func() time.Time
 
-	mu        sync.Mutex
-	errs      uint64 // cache write failures so far
-	lastErr   string
-	seenErrs  uint64 // errs at the last evaluation
-	failures  int    // evaluations in a row that saw new failures
-	writing   bool
-	written   corev1.ConditionStatus
-	writtenAt time.Time
+	mu          sync.Mutex
+	errs        uint64 // cache write failures so far
+	lastErr     string
+	seenErrs    uint64 // errs at the last evaluation
+	seenWritten int64  // filesWritten() at the last evaluation
+	failures    int    // evaluations in a row that saw new failures and no success since
+	writing     bool
+	written     corev1.ConditionStatus
+	writtenAt   time.Time
 }
 
 // cacheError counts a failed cache write.
@@ -68,12 +71,19 @@ func (a *autonomy) cacheError(err error) {
 func (a *autonomy) desired(nf wire.NodeFacts) (corev1.ConditionStatus, string, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.errs != a.seenErrs {
-		a.seenErrs = a.errs
+	// The cache fails while writes fail: an evaluation that saw new failures counts one more; one
+	// that saw only successful writes ends the run; one that saw no write at all changes nothing.
+	var w int64
+	if a.filesWritten != nil {
+		w = a.filesWritten()
+	}
+	switch {
+	case a.errs != a.seenErrs:
 		a.failures++
-	} else {
+	case w != a.seenWritten || a.filesWritten == nil:
 		a.failures = 0
 	}
+	a.seenErrs, a.seenWritten = a.errs, w
 	if !nf.HasAnnotation || nf.Annotation != "true" || nf.HasLabel && nf.Label == "false" {
 		return corev1.ConditionFalse, "autonomy disabled", "The autonomy is disabled or this node is not edge node"
 	}

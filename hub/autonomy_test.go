@@ -114,3 +114,24 @@ func TestAutonomyWritesOnceWhileOnline(t *testing.T) {
 		t.Fatalf("%d writes, want 1", n)
 	}
 }
+
+func TestAutonomyCacheFailureLastsUntilAWriteSucceeds(t *testing.T) {
+	var written int64
+	a := &autonomy{filesWritten: func() int64 { return written }}
+	on := map[string]string{autonomyAnnotation: "true"}
+	trueNode := nodeRaw(t, on, nil, []corev1.NodeCondition{{Type: autonomyCondition, Status: "True"}}, true)
+	for i := 0; i <= maxCacheFailures; i++ {
+		a.cacheError(errors.New("disk full"))
+		a.apply(trueNode)
+	}
+	unknown := nodeRaw(t, on, nil, []corev1.NodeCondition{{Type: autonomyCondition, Status: "Unknown"}}, true)
+	for i := 0; i < 3; i++ { // no write at all: still failing
+		if _, c := a.apply(unknown); c != nil {
+			t.Fatalf("changed without a successful write: %+v", c)
+		}
+	}
+	written++
+	if _, c := a.apply(unknown); c == nil || c.Status != corev1.ConditionTrue {
+		t.Fatalf("after a successful write: %+v", c)
+	}
+}

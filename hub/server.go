@@ -189,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 		w.MaxBytes = cfg.CacheMaxBytes
 		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log}
+		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log, filesWritten: func() int64 { return store.Stats().FilesWritten }}
 		w.OnError = func(r cache.Resource, err error) {
 			s.metrics.cacheErrors.Inc(r.Resource)
 			s.auto.cacheError(err)

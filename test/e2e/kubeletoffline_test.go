@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -278,4 +281,148 @@ func TestOfflineTokensAndNodeRegistration(t *testing.T) {
 	if strings.HasPrefix(tokDir, h2.CacheDir) {
 		t.Fatal("token store under the cache directory")
 	}
+}
+
+func autonomyOf(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == "Autonomy" {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// The Autonomy condition as YurtHub v1.7 reports it: in kubelet's GET of its node (protobuf and
+// JSON, online and offline) and written to the cloud's node status when it changes: False without
+// the annotation or for a node labelled not an edge worker, True with it, Unknown after repeated
+// cache write failures (a full disk), True again once the cache works.
+func TestAutonomyCondition(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs to fill")
+	}
+	ctx := context.Background()
+	mnt := filepath.Join(t.TempDir(), "cache")
+	os.MkdirAll(mnt, 0o700)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", "-l", mnt).Run()
+	patchNode := func(patch string) {
+		t.Helper()
+		if _, err := cluster.Admin.CoreV1().Nodes().Patch(ctx, harness.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer patchNode(`{"metadata":{"annotations":{"node.beta.openyurt.io/autonomy":null},"labels":{"openyurt.io/is-edge-worker":null}}}`)
+	patchNode(`{"metadata":{"annotations":{"node.beta.openyurt.io/autonomy":null},"labels":{"openyurt.io/is-edge-worker":null}}}`)
+	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Refuse()
+	h := startHubServers(t, relay.URL(), "--disk-cache-path="+mnt, "--heartbeat-timeout-seconds=1")
+	kubelet := h.Client(kubeletUA, true)
+	kubeletJSON := h.Client(kubeletUA, false)
+
+	// expect GETs the node as kubelet until the answer carries the condition, then waits for the
+	// cloud's node status to carry it too.
+	expect := func(what string, cl *kubernetes.Clientset, status corev1.ConditionStatus, reason string, inCloud bool) {
+		t.Helper()
+		eventually(t, 10*time.Second, what+": kubelet's node answer", func() error {
+			n, err := cl.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if c := autonomyOf(n); c == nil || c.Status != status || c.Reason != reason {
+				return errorf("condition %+v, want %s %q", c, status, reason)
+			}
+			return nil
+		})
+		if !inCloud {
+			return
+		}
+		eventually(t, 10*time.Second, what+": the cloud's node status", func() error {
+			n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if c := autonomyOf(n); c == nil || c.Status != status || c.Reason != reason {
+				return errorf("condition %+v, want %s %q", c, status, reason)
+			}
+			return nil
+		})
+	}
+	expect("no annotation", kubelet, corev1.ConditionFalse, "autonomy disabled", true)
+	patchNode(`{"metadata":{"annotations":{"node.beta.openyurt.io/autonomy":"true"}}}`)
+	expect("annotated", kubelet, corev1.ConditionTrue, "autonomy enabled successfully", true)
+	expect("annotated, JSON", kubeletJSON, corev1.ConditionTrue, "autonomy enabled successfully", false)
+	patchNode(`{"metadata":{"labels":{"openyurt.io/is-edge-worker":"false"}}}`)
+	expect("not an edge worker", kubeletJSON, corev1.ConditionFalse, "autonomy disabled", true)
+	patchNode(`{"metadata":{"labels":{"openyurt.io/is-edge-worker":"true"}}}`)
+	expect("an edge worker", kubelet, corev1.ConditionTrue, "autonomy enabled successfully", true)
+
+	// Fill the cache's disk: every cache write fails. Kubelet keeps reading (pods, then its node).
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	ns := "autonomy"
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Admin.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}, metav1.ListOptions{})
+	for i := 0; ; i++ {
+		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, fmt.Sprintf("a-%d-%d", time.Now().UnixNano(), i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kubelet.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond) // the writer tries within --cache-sync-interval
+		n, err := kubelet.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := autonomyOf(n); c != nil && c.Status == corev1.ConditionUnknown {
+			if c.Reason != "cache failed" || i < 3 {
+				t.Fatalf("after %d failing rounds: %+v", i+1, c)
+			}
+			t.Logf("Unknown after %d reads of the node with failing cache writes: %s", i+1, c.Message)
+			break
+		}
+		if i > 10 {
+			t.Fatalf("still %+v after %d rounds of failing cache writes", autonomyOf(n), i+1)
+		}
+	}
+	expect("cache failing", kubelet, corev1.ConditionUnknown, "cache failed", true)
+	os.Remove(filler)
+	eventually(t, 20*time.Second, "cache works again", func() error {
+		if _, err := kubelet.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
+			return err
+		}
+		time.Sleep(1500 * time.Millisecond)
+		n, err := kubelet.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := autonomyOf(n); c == nil || c.Status != corev1.ConditionTrue {
+			return errorf("condition %+v", c)
+		}
+		return nil
+	})
+	expect("cache works again", kubelet, corev1.ConditionTrue, "autonomy enabled successfully", true)
+
+	// Offline: kubelet's node from the cache carries it.
+	time.Sleep(1500 * time.Millisecond)
+	blackHole(t, h, relay)
+	expect("offline", kubelet, corev1.ConditionTrue, "autonomy enabled successfully", false)
+	expect("offline, JSON", kubeletJSON, corev1.ConditionTrue, "autonomy enabled successfully", false)
 }
