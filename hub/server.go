@@ -146,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	s.ids = newIdentities(cfg.RootDir, cfg.Log)
 	var err error
-	if s.tokens, err = openTokens(cfg.RootDir, cfg.CacheDir, cfg); err != nil {
+	if s.tokens, err = openTokens(cfg); err != nil {
 		return nil, err
 	}
 	reg := metrics.NewRegistry()

@@ -21,17 +21,21 @@ import (
 // tokensDir is where the token store keeps its files, under --root-dir.
 const tokensDir = "tokens"
 
-// openTokens opens the token store under rootDir; it refuses a place inside the cache directory
+// openTokens opens the token store under --root-dir; it refuses a place inside the cache directory
 // (a component's cache can be dropped or read back by other tools; tokens must not).
-func openTokens(rootDir, cacheDir string, cfg Config) (*tokens.Store, error) {
+func openTokens(cfg Config) (*tokens.Store, error) {
 	dir := ""
-	if rootDir != "" {
-		dir = filepath.Join(rootDir, tokensDir)
-		if cacheDir != "" && within(dir, cacheDir) {
-			return nil, fmt.Errorf("hub: the token store %s may not be inside the cache directory %s (set --root-dir elsewhere)", dir, cacheDir)
+	if cfg.RootDir != "" {
+		dir = filepath.Join(cfg.RootDir, tokensDir)
+		if cfg.CacheDir != "" && within(dir, cfg.CacheDir) {
+			return nil, fmt.Errorf("hub: the token store %s may not be inside the cache directory %s (set --root-dir elsewhere)", dir, cfg.CacheDir)
 		}
 	}
-	return tokens.Open(dir, tokens.Options{Log: cfg.Log})
+	s, err := tokens.Open(dir, tokens.Options{Log: cfg.Log})
+	if err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	return s, nil
 }
 
 // within reports whether path is dir or below it.

@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -95,6 +96,8 @@ type Store struct {
 	saveDelay  time.Duration
 	log        *slog.Logger
 	now        func() time.Time
+
+	saving sync.Mutex // one save at a time
 
 	mu      sync.Mutex
 	m       map[string]*record
@@ -172,16 +175,15 @@ func readRecord(path string) (*record, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b := make([]byte, maxEntryBytes+1)
-	n, err := f.Read(b)
-	if err != nil || n > maxEntryBytes {
+	b, err := io.ReadAll(io.LimitReader(f, maxEntryBytes+1))
+	if err != nil || len(b) > maxEntryBytes {
 		return nil, errors.New("tokens: unreadable entry")
 	}
 	var r record
-	if err := json.Unmarshal(b[:n], &r); err != nil || r.Entry.Token == "" {
+	if err := json.Unmarshal(b, &r); err != nil || r.Entry.Token == "" {
 		return nil, errors.New("tokens: unreadable entry")
 	}
-	r.size = int64(n)
+	r.size = int64(len(b))
 	return &r, nil
 }
 
@@ -309,6 +311,8 @@ func (s *Store) saveLogged() {
 
 // Save writes what changed since the last save (see the package comment for what it guarantees).
 func (s *Store) Save() error {
+	s.saving.Lock()
+	defer s.saving.Unlock()
 	if s.dir == "" {
 		s.mu.Lock()
 		clear(s.dirty)
