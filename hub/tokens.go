@@ -68,25 +68,6 @@ func isTokenRequest(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Verb == wire.VerbCreate && ri.Group == "" && ri.Resource == "serviceaccounts" && ri.Subresource == "token"
 }
 
-// peekTokenRequest reads a token request's body (bounded) for recording its answer later, and
-// leaves the request's body as it was. It returns nil when the body is too large to keep.
-func peekTokenRequest(r *http.Request) []byte {
-	if r.Body == nil || r.ContentLength > tokens.MaxBody {
-		return nil
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, tokens.MaxBody+1))
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
-	if err != nil || len(b) > tokens.MaxBody {
-		return nil
-	}
-	return b
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
 // recordToken keeps the token of a successful answer to a token request whose body was peeked.
 // The answer is read whole (a TokenRequest is small) and passed on unchanged.
 func (s *Server) recordToken(px *proxied, resp *http.Response) {
@@ -98,7 +79,7 @@ func (s *Server) recordToken(px *proxied, resp *http.Response) {
 	if err != nil || len(body) > tokens.MaxBody {
 		return
 	}
-	req, err1 := tokens.Decode(px.tokenReq)
+	req, err1 := tokens.Decode(px.body)
 	answer, err2 := tokens.Decode(body)
 	if err1 != nil || err2 != nil {
 		return
