@@ -332,7 +332,7 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	s.ids.save()
-	if err := s.tokens.Save(); err != nil {
+	if err := s.tokens.SaveAll(); err != nil {
 		s.log.Warn("tokens: save at stop", "err", err)
 	}
 	cancel() // the pool releases its lease

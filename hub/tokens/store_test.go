@@ -195,3 +195,47 @@ func TestRequestRoundTrip(t *testing.T) {
 		t.Fatalf("stand-in %+v", si.Status)
 	}
 }
+
+func TestRefreshOfALongLivedTokenWaitsForACleanStop(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	clock := now
+	s, _ := Open(dir, Options{Now: func() time.Time { return clock }})
+	year := Entry{Token: "first", ValidUntil: now.Add(365 * 24 * time.Hour)}
+	s.Put(key("node", "p"), year)
+	s.Save()
+	refreshed := year
+	refreshed.Token, refreshed.ValidUntil = "second", year.ValidUntil.Add(time.Hour)
+	s.Put(key("node", "p"), refreshed)
+	if got, _ := s.Get(key("node", "p")); got.Token != "second" {
+		t.Fatalf("served %q, want the newest token", got.Token)
+	}
+	s.Save()
+	if r, _ := Open(dir, Options{Now: func() time.Time { return clock }}); r.m[key("node", "p").name()].Entry.Token != "first" {
+		t.Fatal("a refresh of a year-long token was written before a clean stop")
+	}
+	s.SaveAll()
+	if r, _ := Open(dir, Options{Now: func() time.Time { return clock }}); r.m[key("node", "p").name()].Entry.Token != "second" {
+		t.Fatal("a clean stop did not write the newest token")
+	}
+	// A short-lived token (not extended): every refresh is written at the next batch.
+	hour := Entry{Token: "h1", ValidUntil: now.Add(time.Hour)}
+	s.Put(key("node", "q"), hour)
+	s.Save()
+	hour.Token, hour.ValidUntil = "h2", now.Add(2*time.Hour)
+	s.Put(key("node", "q"), hour)
+	s.Save()
+	if r, _ := Open(dir, Options{Now: func() time.Time { return clock }}); r.m[key("node", "q").name()].Entry.Token != "h2" {
+		t.Fatal("a refresh of an hour-long token waited")
+	}
+	// A waiting refresh is written once the copy on disk nears its end.
+	s.Put(key("node", "p"), Entry{Token: "third", ValidUntil: refreshed.ValidUntil.Add(time.Hour)})
+	clock = refreshed.ValidUntil.Add(-time.Hour)
+	s.mu.Lock()
+	s.pruneLocked()
+	s.mu.Unlock()
+	s.Save()
+	if r, _ := Open(dir, Options{Now: func() time.Time { return clock }}); r.m[key("node", "p").name()].Entry.Token != "third" {
+		t.Fatal("a waiting refresh was not written as the disk copy neared its end")
+	}
+}
