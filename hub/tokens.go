@@ -53,7 +53,7 @@ func within(path, dir string) bool {
 // request's own credential ("" for none, which keeps nothing).
 func callerOf(r *http.Request, id remote.Identity) string {
 	if id == remote.Node {
-		return "node"
+		return tokens.NodeIdentity
 	}
 	auth := r.Header.Get("Authorization")
 	if auth == "" {

@@ -17,7 +17,8 @@
 //
 // A token is served to the identity that asked for it only (Key.Identity), and only while valid;
 // expired entries are deleted from memory and disk. The store is bounded in entries and bytes:
-// beyond either bound the entry that expires first goes.
+// beyond either bound the entry that expires first goes; clients with their own credentials may
+// hold a quarter of either, and their tokens go before kubelet's.
 package tokens
 
 import (
@@ -54,10 +55,14 @@ const (
 	PersistHorizon = 24 * time.Hour
 )
 
+// NodeIdentity is Key.Identity for the node's own clients (kubelet).
+const NodeIdentity = "node"
+
 // Key is what makes two token requests the same: who asked, for which ServiceAccount, audiences,
 // lifetime and bound object (kubelet's own token cache key, plus the identity).
 type Key struct {
-	// Identity is the requester: "node" for the node's own clients, else a hash of the credential.
+	// Identity is the requester: NodeIdentity for the node's own clients, else a hash of the
+	// credential.
 	Identity          string   `json:"identity"`
 	Namespace         string   `json:"namespace"`
 	ServiceAccount    string   `json:"serviceAccount"`
@@ -267,19 +272,41 @@ func (s *Store) dropLocked(name string) {
 	}
 }
 
-// evictLocked drops entries that expire first until the store is within its bounds.
+// evictLocked drops entries until the store is within its bounds: the tokens of clients with
+// their own credentials first (they may hold at most a quarter of the entries and bytes, so no
+// pod can push kubelet's tokens out), then those that expire first.
 func (s *Store) evictLocked() {
-	if len(s.m) <= s.maxEntries && s.bytes <= s.maxBytes {
+	others, otherBytes := 0, int64(0)
+	for _, r := range s.m {
+		if r.Key.Identity != NodeIdentity {
+			others++
+			otherBytes += r.size
+		}
+	}
+	within := func() bool {
+		return len(s.m) <= s.maxEntries && s.bytes <= s.maxBytes && others <= s.maxEntries/4 && otherBytes <= s.maxBytes/4
+	}
+	if within() {
 		return
 	}
 	names := make([]string, 0, len(s.m))
 	for n := range s.m {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return s.m[names[i]].Entry.ValidUntil.Before(s.m[names[j]].Entry.ValidUntil) })
+	sort.Slice(names, func(i, j int) bool {
+		a, b := s.m[names[i]], s.m[names[j]]
+		if an, bn := a.Key.Identity == NodeIdentity, b.Key.Identity == NodeIdentity; an != bn {
+			return bn
+		}
+		return a.Entry.ValidUntil.Before(b.Entry.ValidUntil)
+	})
 	for _, n := range names {
-		if len(s.m) <= s.maxEntries && s.bytes <= s.maxBytes {
+		if within() {
 			return
+		}
+		if r := s.m[n]; r.Key.Identity != NodeIdentity {
+			others--
+			otherBytes -= r.size
 		}
 		s.dropLocked(n)
 	}

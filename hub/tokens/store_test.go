@@ -239,3 +239,22 @@ func TestRefreshOfALongLivedTokenWaitsForACleanStop(t *testing.T) {
 		t.Fatal("a waiting refresh was not written as the disk copy neared its end")
 	}
 }
+
+func TestOtherCallersCannotPushKubeletsTokensOut(t *testing.T) {
+	now := time.Now()
+	s, _ := Open("", Options{MaxEntries: 8, MaxBytes: 1 << 20})
+	for i := 0; i < 4; i++ {
+		s.Put(key(NodeIdentity, fmt.Sprint(i)), Entry{Token: "t", ValidUntil: now.Add(time.Hour)})
+	}
+	for i := 0; i < 50; i++ { // a pod asking for many long-lived tokens
+		s.Put(key("cred:pod", fmt.Sprint(i)), Entry{Token: "t", ValidUntil: now.Add(365 * 24 * time.Hour)})
+	}
+	for i := 0; i < 4; i++ {
+		if _, ok := s.Get(key(NodeIdentity, fmt.Sprint(i))); !ok {
+			t.Fatalf("kubelet's token %d pushed out", i)
+		}
+	}
+	if s.Len() > 8 || s.Len() < 5 {
+		t.Fatalf("len %d", s.Len())
+	}
+}
