@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -160,8 +159,8 @@ func TestRunSavesInOneBatch(t *testing.T) {
 
 func TestRequestRoundTrip(t *testing.T) {
 	exp := int64(3607)
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp,
-		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "p", UID: "u"}}}
+	req := &TokenRequest{Spec: TokenRequestSpec{ExpirationSeconds: &exp,
+		BoundObjectRef: &BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "p", UID: "u"}}}
 	for _, pb := range []bool{false, true} {
 		b, err := Encode(req, pb)
 		if err != nil {
@@ -178,7 +177,7 @@ func TestRequestRoundTrip(t *testing.T) {
 	valid := time.Now().Add(365 * 24 * time.Hour).Truncate(time.Second)
 	answer := req.DeepCopy()
 	answer.Spec.Audiences = []string{"https://kubernetes.default.svc"}
-	answer.Status = authenticationv1.TokenRequestStatus{Token: jwt(valid), ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}
+	answer.Status = TokenRequestStatus{Token: jwt(valid), ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}
 	e, err := EntryOf(answer)
 	if err != nil || !e.ValidUntil.Equal(valid) {
 		t.Fatalf("entry %+v %v: validity should be the JWT's exp", e, err)
