@@ -38,14 +38,10 @@ func openTokens(cfg Config) (*tokens.Store, error) {
 	return s, nil
 }
 
-// within reports whether path is dir or below it.
+// within reports whether path is dir or below it, comparing the cleaned names (the flags name
+// both from the same working directory).
 func within(path, dir string) bool {
-	p, err1 := filepath.Abs(path)
-	d, err2 := filepath.Abs(dir)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	rel, err := filepath.Rel(d, p)
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
