@@ -26,10 +26,11 @@ type proxied struct {
 	client context.Context // the client's own context (the forwarded one also ends when going offline)
 	local  *local.Request  // nil when caching is off
 	cred   credential      // the request's own credential (zero for the node's identity)
-	// body is the body of a write the offline proxy can answer, kept to answer it locally when
-	// the cloud gives no answer (writefallback.go); caller is set for a token request whose
-	// answer is kept (tokens.go).
-	body   []byte
+
+	// kept is the body of a write the offline proxy can answer, to answer it locally when the
+	// cloud gives no answer (writefallback.go); caller is set for a token request whose answer
+	// is kept (tokens.go).
+	kept   []byte
 	caller string
 }
 
@@ -115,8 +116,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	px := &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred}
 	if lreq != nil && s.local.AnswersWrite(ri) {
-		px.body = peekBody(r)
-		if px.body != nil && isTokenRequest(ri) {
+		px.kept = peekBody(r)
+		if px.kept != nil && isTokenRequest(ri) {
 			px.caller = lreq.Caller
 		}
 	}

@@ -122,13 +122,14 @@ type Server struct {
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
 	ids      *identities   // tokens the cloud accepted, by ServiceAccount
-	tokens   *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
-	auto     *autonomy     // the node's Autonomy condition; nil without a cache
 	self     *http.Client  // the hub's own requests to its proxy port
 	dummy    *dummyif.Link // nil without --enable-dummy-if
 	ota      *ota.Handler
 	pool     *pool.Pool // nil when pool sharing is off
 	pm       *poolMetrics
+
+	tokens *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
+	auto   *autonomy     // the node's Autonomy condition; nil without a cache
 
 	mu        sync.Mutex
 	listeners []net.Listener

@@ -75,7 +75,7 @@ func (s *Server) recordToken(px *proxied, resp *http.Response) {
 	if err != nil || len(body) > tokens.MaxBody {
 		return
 	}
-	req, err1 := tokens.Decode(px.body)
+	req, err1 := tokens.Decode(px.kept)
 	answer, err2 := tokens.Decode(body)
 	if err1 != nil || err2 != nil {
 		return

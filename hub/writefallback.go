@@ -37,12 +37,12 @@ type readCloser struct {
 // always (the kept token is the right answer either way), others when no cloud server is healthy.
 // It reports whether it answered.
 func (s *Server) writeFallback(w http.ResponseWriter, r *http.Request, px *proxied) bool {
-	if px.local == nil || px.body == nil || !isTokenRequest(px.ri) && s.balancer.Healthy() {
+	if px.local == nil || px.kept == nil || !isTokenRequest(px.ri) && s.balancer.Healthy() {
 		return false
 	}
 	s.metrics.offline.Inc(px.ri.Verb)
 	r = r.WithContext(px.client)
-	r.Body = io.NopCloser(bytes.NewReader(px.body))
+	r.Body = io.NopCloser(bytes.NewReader(px.kept))
 	s.local.ServeHTTP(w, r, px.local)
 	return true
 }
