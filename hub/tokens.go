@@ -2,15 +2,12 @@ package hub
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 
-	"nodehub/hub/remote"
 	"nodehub/hub/tokens"
 	"nodehub/wire"
 )
@@ -43,20 +40,6 @@ func openTokens(cfg Config) (*tokens.Store, error) {
 func within(path, dir string) bool {
 	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-// callerOf names who asks, for what is kept per caller: the node's identity, or a hash of the
-// request's own credential ("" for none, which keeps nothing).
-func callerOf(r *http.Request, id remote.Identity) string {
-	if id == remote.Node {
-		return tokens.NodeIdentity
-	}
-	auth := r.Header.Get("Authorization")
-	if auth == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte("token-caller:" + auth))
-	return "cred:" + hex.EncodeToString(sum[:16])
 }
 
 // isTokenRequest reports whether a request asks for a ServiceAccount token.

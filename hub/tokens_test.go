@@ -1,11 +1,8 @@
 package hub
 
 import (
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
-
-	"nodehub/hub/remote"
 )
 
 func TestTokenStoreNeverInsideTheCache(t *testing.T) {
@@ -18,18 +15,5 @@ func TestTokenStoreNeverInsideTheCache(t *testing.T) {
 	}
 	if !within("/a/b", "/a") || within("/ab", "/a") || within("/a/../c", "/a") {
 		t.Fatal("within")
-	}
-}
-
-func TestCallerOf(t *testing.T) {
-	r := httptest.NewRequest("POST", "/", nil)
-	if callerOf(r, remote.Node) != "node" || callerOf(r, remote.Passthrough) != "" {
-		t.Fatal("node or anonymous caller")
-	}
-	r.Header.Set("Authorization", "Bearer a")
-	a := callerOf(r, remote.Passthrough)
-	r.Header.Set("Authorization", "Bearer b")
-	if b := callerOf(r, remote.Passthrough); a == b || a == "" || a == "node" {
-		t.Fatalf("credentials not told apart: %q %q", a, b)
 	}
 }

@@ -51,9 +51,6 @@ type Request struct {
 	// node-identity caches (kubectl on the gateway reads what kubelet and kube-proxy cached). A
 	// request with credentials of its own reads only its own cache.
 	Shared bool
-	// Caller identifies who asked, for what is kept per caller (tokens): "node" for the node's
-	// identity, else a hash of the request's credential; "" keeps nothing.
-	Caller string
 
 	// Owners are the caches this request reads, its own first; Accept is every media type the
 	// client accepts, in its order of preference. Both are filled on first use.
