@@ -23,6 +23,12 @@ type Proxy struct {
 	Store *cache.Store
 	// NodeName is this node: its Node, Lease and pods are the objects it may change offline.
 	NodeName string
+	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
+	// kept (the node's clients get stand-ins).
+	Tokens *tokens.Store
+	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
+	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
+	KubeletNode func(raw []byte) []byte
 	// Online reports whether the cloud is reachable; Changed returns a channel closed at the next
 	// change of that state. An offline watch ends as soon as the cloud is back.
 	Online  func() bool
@@ -33,13 +39,6 @@ type Proxy struct {
 	// WatchTimeout ends an offline watch that gave no timeoutSeconds. Default 5 minutes.
 	WatchTimeout time.Duration
 	Log          *slog.Logger
-
-	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
-	// kept (the node's clients get stand-ins).
-	Tokens *tokens.Store
-	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
-	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
-	KubeletNode func(raw []byte) []byte
 }
 
 // Request is one request as the hub routes it.
