@@ -68,4 +68,14 @@ func (s *Server) recordToken(px *proxied, resp *http.Response) {
 		return
 	}
 	s.tokens.Put(tokens.KeyOf(px.caller, px.ri.Namespace, px.ri.Name, req), e)
+	s.vouch(e.Token)
+}
+
+// vouch records that the cloud issued token: a request that brings it reads and writes its
+// ServiceAccount's cache (identity.go) from the start, and again after the hub handed it out
+// offline (after a reboot, the identity table may have dropped a token issued long before).
+func (s *Server) vouch(token string) {
+	if c := credentialOf("Bearer " + token); c.sa != "" {
+		s.ids.learn(c.hash, c.sa)
+	}
 }

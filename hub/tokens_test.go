@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"encoding/base64"
 	"path/filepath"
 	"testing"
 )
@@ -15,5 +16,16 @@ func TestTokenStoreNeverInsideTheCache(t *testing.T) {
 	}
 	if !within("/a/b", "/a") || within("/ab", "/a") || within("/a/../c", "/a") {
 		t.Fatal("within")
+	}
+}
+
+func TestVouchedTokenReadsItsServiceAccountsCache(t *testing.T) {
+	s := &Server{ids: newIdentities("", nil)}
+	enc := base64.RawURLEncoding.EncodeToString
+	tok := enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{"sub":"system:serviceaccount:ns:app"}`)) + ".sig"
+	s.vouch(tok)
+	c := credentialOf("Bearer " + tok)
+	if c.sa == "" || s.ids.owner(c.hash) != c.sa {
+		t.Fatal("a token the cloud issued is not known as its ServiceAccount's")
 	}
 }

@@ -29,6 +29,8 @@ type Proxy struct {
 	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
 	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
 	KubeletNode func(raw []byte) []byte
+	// TokenServed, if set, is told each token the cloud issued that is handed out offline.
+	TokenServed func(token string)
 	// Online reports whether the cloud is reachable; Changed returns a channel closed at the next
 	// change of that state. An offline watch ends as soon as the cloud is back.
 	Online  func() bool

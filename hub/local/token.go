@@ -27,6 +27,9 @@ func (p *Proxy) token(w http.ResponseWriter, r *http.Request, req *Request) {
 	now := time.Now()
 	if caller := tokens.Caller(req.Shared, r.Header.Get("Authorization")); p.Tokens != nil && caller != "" {
 		if e, ok := p.Tokens.Get(tokens.KeyOf(caller, ri.Namespace, ri.Name, tr)); ok {
+			if p.TokenServed != nil {
+				p.TokenServed(e.Token)
+			}
 			p.writeToken(w, req, tokens.Answer(tr, ri.Namespace, ri.Name, e, now))
 			return
 		}
