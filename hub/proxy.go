@@ -15,6 +15,7 @@ import (
 
 	"nodehub/hub/local"
 	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
 	"nodehub/wire"
 )
 
@@ -26,6 +27,12 @@ type proxied struct {
 	client context.Context // the client's own context (the forwarded one also ends when going offline)
 	local  *local.Request  // nil when caching is off
 	cred   credential      // the request's own credential (zero for the node's identity)
+
+	// kept is the body of a write the offline proxy can answer, to answer it locally when the
+	// cloud gives no answer (writefallback.go); caller is set for a token request whose answer
+	// is kept (tokens.go).
+	kept   []byte
+	caller string
 }
 
 // serveProxy handles every request on the proxy port: the node lease from the hub's copy; with the
@@ -108,7 +115,14 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 			defer stopTopo()
 		}
 	}
-	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred})
+	px := &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred}
+	if lreq != nil && s.local.AnswersWrite(ri) {
+		px.kept = peekBody(r)
+		if px.kept != nil && isTokenRequest(ri) {
+			px.caller = tokens.Caller(lreq.Shared, r.Header.Get("Authorization"))
+		}
+	}
+	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, px)
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
 }
 
@@ -155,8 +169,14 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				return errNotAPI
 			}
 			resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+			if px.caller != "" {
+				s.recordToken(px, resp)
+			}
 			if chain := s.filters.For(ri); chain != nil && resp.StatusCode == http.StatusOK {
 				s.filter(chain, ri, resp)
+			}
+			if s.auto != nil && px.local != nil && px.local.Shared && s.isOwnNodeGet(ri) {
+				s.autonomyResponse(resp) // before the cache: it keeps what kubelet received
 			}
 			if s.cache == nil {
 				return nil
@@ -197,6 +217,9 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if px.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !s.balancer.Healthy()) {
 		s.metrics.offline.Inc(v)
 		s.local.ServeHTTP(w, r.WithContext(px.client), px.local)
+		return
+	}
+	if s.writeFallback(w, r, px) {
 		return
 	}
 	msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)

@@ -22,6 +22,7 @@ import (
 	"nodehub/hub/metrics"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
 	"nodehub/hub/topology"
 	"nodehub/pool"
 )
@@ -144,6 +145,9 @@ type Server struct {
 	pool     *pool.Pool // nil when pool sharing is off
 	pm       *poolMetrics
 
+	tokens *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
+	auto   *autonomy     // the node's Autonomy condition; nil without a cache
+
 	mu        sync.Mutex
 	listeners []net.Listener
 	secure    []net.Addr
@@ -160,6 +164,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	s.ids = newIdentities(cfg.RootDir, cfg.Log)
+	var err error
+	if s.tokens, err = openTokens(cfg); err != nil {
+		return nil, err
+	}
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
 	s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
@@ -198,10 +206,21 @@ func New(cfg Config) (*Server, error) {
 		w.MaxBytes = cfg.CacheMaxBytes
 		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
-		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
+		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log, filesWritten: func() int64 { return store.Stats().FilesWritten }}
+		w.OnError = func(r cache.Resource, err error) {
+			s.metrics.cacheErrors.Inc(r.Resource)
+			s.auto.cacheError(err)
+		}
+		policy := cfg.CachePolicy
+		policy.Shared = sharedResources(cfg.Pool.Resources)
+		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.vouch, Log: cfg.Log,
+			KubeletNode: func(raw []byte) []byte {
+				out, c := s.auto.apply(raw)
+				s.auto.seen(c)
+				return out
+			}}
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	cfg.Filters.Topology = s.topo
@@ -290,6 +309,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.run(ctx)
+	go s.tokens.Run(ctx)
 	if s.filters.Uses("servicetopology") {
 		go s.topo.Run(ctx)
 	}
@@ -328,6 +348,9 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	s.ids.save()
+	if err := s.tokens.SaveAll(); err != nil {
+		s.log.Warn("tokens: save at stop", "err", err)
+	}
 	cancel() // the pool releases its lease
 	select {
 	case <-poolDone:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"nodehub/cache"
+	"nodehub/hub/tokens"
 	"nodehub/wire"
 )
 
@@ -22,6 +23,14 @@ type Proxy struct {
 	Store *cache.Store
 	// NodeName is this node: its Node, Lease and pods are the objects it may change offline.
 	NodeName string
+	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
+	// kept (the node's clients get stand-ins).
+	Tokens *tokens.Store
+	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
+	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
+	KubeletNode func(raw []byte) []byte
+	// TokenServed, if set, is told each token the cloud issued that is handed out offline.
+	TokenServed func(token string)
 	// Online reports whether the cloud is reachable; Changed returns a channel closed at the next
 	// change of that state. An offline watch ends as soon as the cloud is back.
 	Online  func() bool
@@ -92,6 +101,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req *Request) 
 	case wire.VerbWatch:
 		p.watch(w, r, req)
 	case wire.VerbCreate:
+		if ri.Group == "" && ri.Resource == "serviceaccounts" && ri.Subresource == "token" {
+			p.token(w, r, req)
+			return
+		}
 		p.create(w, r, req)
 	case wire.VerbUpdate, wire.VerbPatch:
 		p.update(w, r, req)
