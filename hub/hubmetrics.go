@@ -53,7 +53,7 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		filterErrors:  reg.NewCounter("nodehub_filter_errors_total", "Objects a filter failed on (passed on unchanged), by filter.", "filter"),
 		filterActions: reg.NewCounter("nodehub_filter_objects_total", "Objects filters changed or removed, by filter and action.", "filter", "action"),
 		cacheFull:     reg.NewCounter("nodehub_cache_full_skipped_total", "New objects not cached because the cache reached --cache-max-bytes.", "resource"),
-		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served."),
+		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served, by budget (node: the node's own clients over loopback; others).", "budget"),
 		unauthorized:  reg.NewCounter("nodehub_unauthorized_requests_total", "Requests refused with 401 because they carried no token where the node's identity is never lent: the secure port, or the plain port from a non-loopback address.", "port"),
 	}
 	m.dummyEnsures = reg.NewCounter("nodehub_dummy_if_ensures_total", "Checks (and repairs) of the hub's link and address, by result (ok, error).", "result")
@@ -135,11 +135,25 @@ func componentLabel(ri *wire.RequestInfo) string {
 	return ri.Component
 }
 
+// knownVerbs are the verb label's values; any other method a client invents is "other".
+var knownVerbs = map[string]bool{
+	wire.VerbGet: true, wire.VerbList: true, wire.VerbWatch: true, wire.VerbCreate: true, wire.VerbUpdate: true,
+	wire.VerbPatch: true, wire.VerbDelete: true, wire.VerbDeleteCollection: true, wire.VerbProxy: true,
+	"head": true, "options": true,
+}
+
+func verbLabel(verb string) string {
+	if knownVerbs[verb] {
+		return verb
+	}
+	return "other"
+}
+
 func (m *hubMetrics) request(ri *wire.RequestInfo, code int, d time.Duration) {
-	res, comp := resourceLabel(ri), componentLabel(ri)
-	m.requests.Inc(ri.Verb, res, comp, strconv.Itoa(code))
+	res, comp, verb := resourceLabel(ri), componentLabel(ri), verbLabel(ri.Verb)
+	m.requests.Inc(verb, res, comp, strconv.Itoa(code))
 	if ri.Verb != wire.VerbWatch && code != 101 {
-		m.latency.Observe(d.Seconds(), ri.Verb, res, comp)
+		m.latency.Observe(d.Seconds(), verb, res, comp)
 	}
 }
 

@@ -40,14 +40,8 @@ func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
 		case <-time.After(secureRetry):
 		}
 	}
-	hs := &http.Server{
-		Handler:           http.HandlerFunc(s.serveBearer),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		TLSConfig:         &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12},
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	hs := s.newHTTPServer(ctx, http.HandlerFunc(s.serveBearer))
+	hs.TLSConfig = &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12}
 	s.log.Info("listening", "port", "secure", "addr", ln.Addr().String())
 	s.mu.Lock()
 	s.secure = append(s.secure, ln.Addr())
