@@ -197,6 +197,12 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 // read (and for a watch once the cloud is gone), else with a 503 Status.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	px, _ := r.Context().Value(requestKey{}).(*proxied)
+	if px != nil && px.body != nil && px.body.expired() {
+		// The server cancelled the request when the body's deadline passed; the client still
+		// reads the answer.
+		wire.WriteStatus(w, px.ri.Accept, http.StatusRequestTimeout, "nodehub: the request body was not received in time")
+		return
+	}
 	if px == nil || px.client.Err() != nil {
 		return // the client went away; nothing to answer
 	}
@@ -208,10 +214,6 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if px.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !s.balancer.Healthy()) {
 		s.metrics.offline.Inc(verbLabel(v))
 		s.local.ServeHTTP(w, r.WithContext(px.client), px.local)
-		return
-	}
-	if px.body != nil && px.body.expired() {
-		wire.WriteStatus(w, px.ri.Accept, http.StatusRequestTimeout, "nodehub: the request body was not received in time")
 		return
 	}
 	msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)
