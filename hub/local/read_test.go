@@ -1,0 +1,93 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehub/cache"
+	"nodehub/wire"
+)
+
+// chunkWriter records the largest single write: an answer built whole arrives in one.
+type chunkWriter struct {
+	*httptest.ResponseRecorder
+	largest int
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	c.largest = max(c.largest, len(p))
+	return c.ResponseRecorder.Write(p)
+}
+
+func bigEvent(t *testing.T, i int, protobuf bool) (*cache.Header, []byte) {
+	ev := &corev1.Event{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("e%02d", i), Namespace: "default", ResourceVersion: fmt.Sprint(100 + i)},
+		Message:    strings.Repeat("m", 1<<20)}
+	var body []byte
+	var err error
+	ct := wire.MediaJSON
+	if protobuf {
+		body, err = wire.EncodeProto("v1", "Event", ev)
+		ct = wire.MediaProtobuf
+	} else {
+		body, err = json.Marshal(ev)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cache.Header{ContentType: ct, APIVersion: "v1", Kind: "Event", Namespace: "default", Name: ev.Name, ResourceVersion: ev.ResourceVersion}, body
+}
+
+// An offline list of big objects is written as it is read, never built whole: no single write
+// holds more than an item and the buffer, in JSON and in protobuf, and the answer decodes.
+func TestOfflineListStreams(t *testing.T) {
+	for _, stored := range []bool{false, true} {
+		for _, accept := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+			st, err := cache.Open(t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := cache.Resource{Owner: "app", Version: "v1", Resource: "events"}
+			for i := 0; i < 12; i++ {
+				h, body := bigEvent(t, i, stored)
+				if err := st.Put(cache.Key{Resource: res, Namespace: "default", Name: h.Name}, h, body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := &Proxy{Store: st}
+			r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/events", nil)
+			r.Header.Set("Accept", accept)
+			ri, err := wire.ParseRequest(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &chunkWriter{ResponseRecorder: httptest.NewRecorder()}
+			p.ServeHTTP(w, r, &Request{Info: ri, Own: "app"})
+			if w.Code != http.StatusOK {
+				t.Fatalf("%d %s", w.Code, w.Body.String()[:min(200, w.Body.Len())])
+			}
+			if w.largest > 2<<20 {
+				t.Errorf("stored protobuf %v, accept %s: a write of %d bytes: the list was built whole", stored, accept, w.largest)
+			}
+			var l corev1.EventList
+			if strings.Contains(accept, "protobuf") {
+				if cl := w.Header().Get("Content-Length"); cl != fmt.Sprint(w.Body.Len()) {
+					t.Errorf("Content-Length %s for %d bytes", cl, w.Body.Len())
+				}
+				_, _, err = wire.DecodeProto(w.Body.Bytes(), &l)
+			} else {
+				err = json.Unmarshal(w.Body.Bytes(), &l)
+			}
+			if err != nil || len(l.Items) != 12 || l.Items[11].Name != "e11" || len(l.Items[3].Message) != 1<<20 || l.ResourceVersion != "111" {
+				t.Fatalf("stored protobuf %v, accept %s: %v, %d items, rv %q", stored, accept, err, len(l.Items), l.ResourceVersion)
+			}
+		}
+	}
+}
