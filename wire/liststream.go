@@ -86,3 +86,35 @@ func ProtoPadding(n int) []byte {
 	}
 	return out
 }
+
+// ProtoItem returns an object's protobuf message bytes (what a protobuf List holds for it): the
+// envelope's contents when raw is protobuf (no copy), else the object converted, without the
+// envelope's extra copies.
+func ProtoItem(raw []byte) ([]byte, error) {
+	if bytes.HasPrefix(raw, protoMagic) {
+		_, _, msg, err := DecodeProtoEnvelope(raw)
+		return msg, err
+	}
+	obj, err := Decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	return obj.Marshal()
+}
+
+// ProtoItemSize is len(ProtoItem(raw)) without encoding anything.
+func ProtoItemSize(raw []byte) (int, error) {
+	if bytes.HasPrefix(raw, protoMagic) {
+		_, _, msg, err := DecodeProtoEnvelope(raw)
+		return len(msg), err
+	}
+	obj, err := Decode(raw)
+	if err != nil {
+		return 0, err
+	}
+	if s, ok := obj.(interface{ Size() int }); ok {
+		return s.Size(), nil
+	}
+	msg, err := obj.Marshal()
+	return len(msg), err
+}

@@ -69,7 +69,17 @@ type listPlan struct {
 	sel      cache.Selector
 	record   *cache.ListRecord
 	av, kind string // the items' (the first item's, else the record's)
-	first    []byte // the first item's body, nil when none is selected
+	empty    bool   // no item is selected
+	storedPB bool   // the first item is stored in protobuf (all of a resource are in one format)
+}
+
+// format decides the format the items are written in: the one the client prefers when the
+// items are in it or can be converted to it, else the stored one when the client takes that.
+func (pl *listPlan) format(f format, accept []wire.MediaType) bool {
+	if pl.empty || pl.storedPB == f.protobuf || wire.NewTyped(pl.av, pl.kind) != nil || !accepts(accept, pl.storedPB) {
+		return f.protobuf
+	}
+	return pl.storedPB
 }
 
 // errFirst stops a scan at its first item.
@@ -83,19 +93,20 @@ func (p *Proxy) planList(req *Request) (*listPlan, error) {
 		return nil, &statusError{http.StatusBadRequest, err.Error()}
 	}
 	for _, owner := range req.Owners {
-		pl := &listPlan{res: resource(owner, ri), sel: sel}
+		pl := &listPlan{res: resource(owner, ri), sel: sel, empty: true}
 		res, err := p.Store.EachInList(pl.res, sel, func(it cache.Item) error {
-			pl.av, pl.kind, pl.first = it.Header.APIVersion, it.Header.Kind, it.Body
+			pl.av, pl.kind, pl.empty = it.Header.APIVersion, it.Header.Kind, false
+			pl.storedPB = len(it.Body) > 0 && it.Body[0] != '{'
 			return errFirst
 		})
 		if err != nil && !errors.Is(err, errFirst) {
 			return nil, err
 		}
 		pl.record = res.Record
-		if pl.first == nil && res.Record != nil {
+		if pl.empty && res.Record != nil {
 			pl.av, pl.kind = res.Record.APIVersion, res.Record.Kind
 		}
-		if res.Record != nil || pl.first != nil {
+		if res.Record != nil || !pl.empty {
 			return pl, nil
 		}
 	}
@@ -155,19 +166,24 @@ func (e *statusError) Error() string { return e.msg }
 // list answers a list from the cache, streamed: the items are read and written one at a time,
 // so memory does not grow with the list (JSON in one pass; protobuf, whose envelope announces
 // the list's length, in two: one to size, one to write).
-func (p *Proxy) list(w http.ResponseWriter, req *Request) {
+func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 	ri := req.Info
 	f, ok := choose(req.Accept)
 	if !ok {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: none of the accepted media types can be served offline")
 		return
 	}
+	release, ok := p.acquire(r, req)
+	if !ok {
+		return
+	}
+	defer release()
 	pl, ok := p.planOrAnswer(w, req)
 	if !ok {
 		return
 	}
 	// An empty pod list makes kubelet kill the node's pods: never invent one where the cloud had pods.
-	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" && pl.first == nil && pl.record != nil && len(pl.record.Keys) > 0 {
+	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" && pl.empty && pl.record != nil && len(pl.record.Keys) > 0 {
 		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
 		return
 	}
@@ -175,14 +191,7 @@ func (p *Proxy) list(w http.ResponseWriter, req *Request) {
 		p.metaList(w, req, pl, f)
 		return
 	}
-	pb := f.protobuf
-	if pl.first != nil {
-		if _, got, err := encodeItem(pl.first, f, req.Accept); err == nil {
-			pb = got // every item of a resource is stored in one format
-		}
-	}
-	pl.first = nil
-	if pb {
+	if pl.format(f, req.Accept) {
 		p.protoList(w, req, pl)
 		return
 	}
@@ -241,26 +250,17 @@ func itemKey(h *cache.Header) uint64 {
 	return f.Sum64()
 }
 
-func protoMessage(body []byte) ([]byte, error) {
-	raw, err := wire.Convert(body, true)
-	if err != nil {
-		return nil, err
-	}
-	_, _, msg, err := wire.DecodeProtoEnvelope(raw)
-	return msg, err
-}
-
 func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan) {
 	var items []sized
 	total := 0
 	res, err := p.each(pl, func(it cache.Item) error {
-		msg, err := protoMessage(it.Body)
+		n, err := wire.ProtoItemSize(it.Body)
 		if err != nil {
 			p.log().Debug("offline list: item skipped", "name", it.Header.Name, "err", err)
 			return nil
 		}
-		items = append(items, sized{itemKey(it.Header), len(msg)})
-		total += wire.ProtoListItemLen(len(msg))
+		items = append(items, sized{itemKey(it.Header), n})
+		total += wire.ProtoListItemLen(n)
 		return nil
 	})
 	if err != nil {
@@ -289,7 +289,7 @@ func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan) {
 			return nil
 		}
 		next = at + 1
-		msg, err := protoMessage(it.Body)
+		msg, err := wire.ProtoItem(it.Body)
 		if err != nil || len(msg) != items[at].n {
 			return nil
 		}

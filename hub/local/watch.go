@@ -24,12 +24,7 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	av, kind := pl.av, pl.kind
-	if pl.first != nil {
-		if _, got, err := encodeItem(pl.first, f, req.Accept); err == nil {
-			f.protobuf = got
-		}
-		pl.first = nil
-	}
+	f.protobuf = pl.format(f, req.Accept)
 
 	ct := wire.MediaJSON
 	frame := wire.EncodeJSONWatchEvent
@@ -49,6 +44,10 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	// The initial events are read and sent one object at a time; the resourceVersion is the
 	// newest of them (without initial events, of a pass that reads them too).
 	gone := errors.New("local: watch client gone")
+	release, ok := p.acquire(r, req)
+	if !ok {
+		return
+	}
 	res, err := p.each(pl, func(it cache.Item) error {
 		if !ri.SendInitialEvents {
 			return nil
@@ -62,6 +61,7 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		}
 		return nil
 	})
+	release()
 	if err != nil {
 		return
 	}

@@ -19,6 +19,9 @@ import (
 // MaxSeries is how many label sets one family keeps before folding new ones into "other".
 const MaxSeries = 500
 
+// MaxHistogramSeries is the same for histograms, whose series print a line per bucket.
+const MaxHistogramSeries = 100
+
 // MaxValueLen bounds a label value, in bytes: longer values are cut (a client's User-Agent or path
 // segment becomes a label value, and must not become the hub's memory).
 const MaxValueLen = 128
@@ -168,7 +171,11 @@ func (f *family) get(values []string) *series {
 	if s = f.series[key]; s != nil {
 		return s
 	}
-	if len(f.series) >= MaxSeries {
+	limit := MaxSeries
+	if f.kind == kindHistogram {
+		limit = MaxHistogramSeries
+	}
+	if len(f.series) >= limit {
 		values = make([]string, len(f.labels))
 		for i := range values {
 			values[i] = "other"

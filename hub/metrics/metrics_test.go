@@ -86,3 +86,20 @@ func TestLabelValuesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// A histogram keeps fewer label sets than a counter: each prints a line per bucket.
+func TestHistogramSeriesCap(t *testing.T) {
+	r := NewRegistry()
+	h := r.NewHistogram("x_seconds", "Latency.", []float64{0.1, 1}, "component")
+	for i := 0; i < 3*MaxHistogramSeries; i++ {
+		h.Observe(0.5, fmt.Sprint("c", i))
+	}
+	var b strings.Builder
+	_, _ = r.WriteTo(&b)
+	if n := strings.Count(b.String(), "x_seconds_count{"); n != MaxHistogramSeries+1 {
+		t.Fatalf("%d histogram series, want %d and other", n, MaxHistogramSeries)
+	}
+	if !strings.Contains(b.String(), `x_seconds_count{component="other"} 200`) {
+		t.Fatalf("folded series:\n%s", b.String()[len(b.String())-300:])
+	}
+}
