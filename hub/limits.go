@@ -113,3 +113,12 @@ func stripIdentityHeaders(h http.Header) {
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
+
+// closeUnread marks the connection of a request refused before its body was read to be closed
+// after the answer: net/http would otherwise read up to 256 KiB of the body first, for as long
+// as the client takes to trickle it in, before answering.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		w.Header().Set("Connection", "close")
+	}
+}

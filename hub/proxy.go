@@ -57,6 +57,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		defer budget.Add(-1)
 		if n > max {
 			s.metrics.throttled.Inc(who)
+			closeUnread(rec, r)
 			rec.Header().Set("Retry-After", "1")
 			wire.WriteStatus(rec, ri.Accept, http.StatusTooManyRequests, "nodehub: too many requests in flight; try again")
 			return

@@ -74,6 +74,7 @@ func (s *Server) serveBearer(w http.ResponseWriter, r *http.Request) {
 // unauthorized answers 401 with a Status and counts it by port.
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, port, msg string) {
 	s.metrics.unauthorized.Inc(port)
+	closeUnread(w, r)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="nodehub"`)
 	wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized, msg)
 }
