@@ -116,9 +116,10 @@ func hasPrefixFold(s, prefix string) bool {
 
 // closeUnread marks the connection of a request refused before its body was read to be closed
 // after the answer: net/http would otherwise read up to 256 KiB of the body first, for as long
-// as the client takes to trickle it in, before answering.
+// as the client takes to trickle it in, before answering. (HTTP/2 answers at once: a stream's
+// unread body does not hold it, and "Connection: close" there would end the client's other streams.)
 func closeUnread(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if r.ProtoMajor == 1 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		w.Header().Set("Connection", "close")
 	}
 }

@@ -91,3 +91,68 @@ func TestOfflineListStreams(t *testing.T) {
 		}
 	}
 }
+
+// hookWriter calls once on its first write (the protobuf list is then in its writing pass).
+type hookWriter struct {
+	*httptest.ResponseRecorder
+	once func()
+}
+
+func (h *hookWriter) Write(p []byte) (int, error) {
+	if h.once != nil {
+		h.once()
+		h.once = nil
+	}
+	return h.ResponseRecorder.Write(p)
+}
+
+// Objects that change, go or come between the protobuf list's sizing and writing passes are
+// left out and their bytes padded: the body is exactly as long as announced and decodes.
+func TestOfflineProtobufListSurvivesChangesBetweenPasses(t *testing.T) {
+	st, err := cache.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := cache.Resource{Owner: "kubelet", Version: "v1", Resource: "events"}
+	put := func(i int, msg string) {
+		h, body := bigEvent(t, i, true)
+		if msg != "" {
+			ev := &corev1.Event{}
+			if _, _, err := wire.DecodeProto(body, ev); err != nil {
+				t.Fatal(err)
+			}
+			ev.Message = msg
+			body, _ = wire.EncodeProto("v1", "Event", ev)
+		}
+		if err := st.Put(cache.Key{Resource: res, Namespace: "default", Name: h.Name}, h, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 12; i++ {
+		put(i, "")
+	}
+	r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/events", nil)
+	r.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
+	r.Header.Set("User-Agent", "kubelet/1.34")
+	ri, _ := wire.ParseRequest(r)
+	w := &hookWriter{ResponseRecorder: httptest.NewRecorder(), once: func() {
+		put(5, "changed")
+		_ = st.Delete(cache.Key{Resource: res, Namespace: "default", Name: "e07"})
+		put(20, "")
+	}}
+	(&Proxy{Store: st}).ServeHTTP(w, r, &Request{Info: ri, Own: "kubelet", Shared: true})
+	if cl := w.Header().Get("Content-Length"); cl != fmt.Sprint(w.Body.Len()) {
+		t.Fatalf("Content-Length %s for %d bytes", cl, w.Body.Len())
+	}
+	var l corev1.EventList
+	if _, _, err := wire.DecodeProto(w.Body.Bytes(), &l); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ev := range l.Items {
+		names = append(names, ev.Name)
+	}
+	if got := strings.Join(names, ","); got != "e00,e01,e02,e03,e04,e06,e08,e09,e10,e11" {
+		t.Fatalf("items %s", got)
+	}
+}
