@@ -292,3 +292,33 @@ func TestImpersonationHeadersStrippedFromNodeRequests(t *testing.T) {
 		}
 	}
 }
+
+// A request refused for the in-flight limit is answered at once, whatever its body is doing.
+func TestThrottledBodyIsNotWaitedFor(t *testing.T) {
+	_, cloud := newCloudStub(t)
+	s, proxy, _, _ := runHub(t, Config{Servers: []string{cloud}, MaxInFlight: 1})
+	go func() { // holds the node's one slot
+		resp, err := http.Get("http://" + proxy + "/api/v1/namespaces/default/configmaps/slow")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	for i := 0; i < 200 && s.inflightNode.Load() == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no 429 while the body is unsent: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("%d, want 429", resp.StatusCode)
+	}
+}
