@@ -32,6 +32,7 @@ type hubMetrics struct {
 	throttled     *metrics.CounterVec
 	cacheFull     *metrics.CounterVec
 	unauthorized  *metrics.CounterVec
+	refusedConns  *metrics.CounterVec
 	dummyEnsures  *metrics.CounterVec
 	otaActions    *metrics.CounterVec
 }
@@ -56,6 +57,7 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served, by budget (node: the node's own clients over loopback; others).", "budget"),
 		unauthorized:  reg.NewCounter("nodehub_unauthorized_requests_total", "Requests refused with 401 because they carried no token where the node's identity is never lent: the secure port, or the plain port from a non-loopback address.", "port"),
 	}
+	m.refusedConns = reg.NewCounter("nodehub_refused_connections_total", "Connections closed at once because one address (or all that are not loopback) held the most a port keeps open, by port.", "port")
 	m.dummyEnsures = reg.NewCounter("nodehub_dummy_if_ensures_total", "Checks (and repairs) of the hub's link and address, by result (ok, error).", "result")
 	m.otaActions = reg.NewCounter("nodehub_ota_actions_total", "Upgrade and imagepull requests on the hub API, by action and answer code.", "action", "code")
 	m.inflightGauge.Set(0)

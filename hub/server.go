@@ -265,6 +265,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("hub: %s port: %w", sv.name, err)
 		}
+		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
 		s.mu.Lock()
 		s.listeners = append(s.listeners, ln)
 		s.mu.Unlock()
