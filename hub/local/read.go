@@ -182,10 +182,18 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
-	// An empty pod list makes kubelet kill the node's pods: never invent one where the cloud had pods.
-	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" && pl.empty && pl.record != nil && len(pl.record.Keys) > 0 {
-		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
-		return
+	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" {
+		// Kubelet's pod list (small: the node's pods) is read once before it is answered, so
+		// that one kubelet would act on wrongly is never started.
+		res, err := p.each(pl, func(cache.Item) error { return nil })
+		if err != nil {
+			p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
+			return
+		}
+		if !kubeletCanUse(pl, res) {
+			p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
+			return
+		}
 	}
 	if f.meta {
 		p.metaList(w, req, pl, f)
@@ -196,6 +204,12 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	p.jsonList(w, pl)
+}
+
+// kubeletCanUse reports whether kubelet may be given this pod list: an empty one makes kubelet
+// kill the node's pods, so it is never invented where the cloud had pods.
+func kubeletCanUse(pl *listPlan, res cache.ListResult) bool {
+	return !(res.Count == 0 && pl.record != nil && len(pl.record.Keys) > 0)
 }
 
 // listBuffer is the buffer between the items read and the client (written out when full).
