@@ -176,6 +176,12 @@ func TestHostileClients(t *testing.T) {
 			t.Fatalf("odd User-Agent: %d %s", code, b)
 		}
 	}
+	for i := 0; i < 20; i++ { // a long component names a cache owner no file name can hold
+		ua := fmt.Sprintf("%03d", i) + strings.Repeat("c.", 10000) + "/1.0"
+		if code, b := raw(t, cl, http.MethodGet, pods, nil, map[string]string{"User-Agent": ua}); code != http.StatusOK {
+			t.Fatalf("a 20 KB component listing the node's pods: %d %s", code, b)
+		}
+	}
 	for _, verb := range []string{"BREW", "PROPFIND", strings.Repeat("M", 100)} {
 		raw(t, cl, verb, cm, nil, map[string]string{"User-Agent": "verbs/1"})
 	}
@@ -280,8 +286,8 @@ func TestHostileClients(t *testing.T) {
 	flood := map[string]string{"Authorization": "Bearer flood-token", "User-Agent": "flooder/1.0", "Content-Type": "application/json"}
 	for i := 0; i < 20; i++ {
 		ev := fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"flood-%d","namespace":"%s"},"involvedObject":{"kind":"Pod","name":"x","namespace":"%s"},"reason":"Flood","message":"%s"}`, i, ns, ns, big)
-		if code, b := raw(t, cl, http.MethodPost, h.ProxyURL+"/api/v1/namespaces/"+ns+"/events", strings.NewReader(ev), flood); i == 0 {
-			t.Logf("offline create of a 3 MiB event: %d %.200s", code, b)
+		if code, b := raw(t, cl, http.MethodPost, h.ProxyURL+"/api/v1/namespaces/"+ns+"/events", strings.NewReader(ev), flood); code != http.StatusCreated && i == 0 {
+			t.Fatalf("offline create of a 3 MiB event: %d %.300s", code, b)
 		}
 	}
 	for i := 0; i < 100; i++ { // and many owners: one small event per made-up token
@@ -325,6 +331,9 @@ func TestHostileClients(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("8 concurrent offline lists of the flood: %s read", mib(listed.Load()))
+	if listed.Load() < 8*20*(3<<20-1024) {
+		t.Errorf("the offline lists sent %s, want the 20 events 8 times", mib(listed.Load()))
+	}
 	rssOff, hwmOff := memOf(t, h.Pid())
 	t.Logf("offline, after the flood and the lists: VmRSS %s, VmHWM %s", mib(rssOff), mib(hwmOff))
 
