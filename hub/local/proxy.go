@@ -37,6 +37,10 @@ type Proxy struct {
 	// memory while its client reads, so a pod's many lists of big objects cannot take the node's
 	// memory. The node's own clients are not held back by them. Default 2.
 	MaxStreams int
+	// WriteTimeout bounds each write of a streamed offline answer (list, watch): a client that
+	// stops reading loses its answer instead of holding a stream slot, and an object, for ever.
+	// Default DefaultWriteTimeout (30 s).
+	WriteTimeout time.Duration
 
 	slotsOnce sync.Once
 	slots     chan struct{}

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"net/http"
 	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -215,7 +216,17 @@ func kubeletCanUse(pl *listPlan, res cache.ListResult) bool {
 // listBuffer is the buffer between the items read and the client (written out when full).
 const listBuffer = 32 << 10
 
-func startList(w http.ResponseWriter, ct string, length int) *bufio.Writer {
+// DefaultWriteTimeout is Proxy.WriteTimeout's default.
+const DefaultWriteTimeout = 30 * time.Second
+
+func (p *Proxy) writeTimeout() time.Duration {
+	if p.WriteTimeout > 0 {
+		return p.WriteTimeout
+	}
+	return DefaultWriteTimeout
+}
+
+func (p *Proxy) startList(w http.ResponseWriter, ct string, length int) *bufio.Writer {
 	h := w.Header()
 	h.Set("Content-Type", ct)
 	if length >= 0 {
@@ -223,11 +234,29 @@ func startList(w http.ResponseWriter, ct string, length int) *bufio.Writer {
 	}
 	h.Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
-	return bufio.NewWriterSize(w, listBuffer)
+	return bufio.NewWriterSize(&deadlineWriter{w: w, rc: http.NewResponseController(w), d: p.writeTimeout()}, listBuffer)
+}
+
+// clearWriteDeadline lifts what deadlineWriter set: the connection may serve another request.
+func clearWriteDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+}
+
+// deadlineWriter gives every write its deadline (where the writer supports deadlines).
+type deadlineWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(d.d))
+	return d.w.Write(p)
 }
 
 func (p *Proxy) jsonList(w http.ResponseWriter, pl *listPlan) {
-	bw := startList(w, format{}.contentType(false), -1)
+	defer clearWriteDeadline(w)
+	bw := p.startList(w, format{}.contentType(false), -1)
 	_, _ = bw.Write(wire.JSONListHead(pl.av, pl.kind))
 	n := 0
 	res, err := p.each(pl, func(it cache.Item) error {
@@ -281,10 +310,11 @@ func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan) {
 		p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
 		return
 	}
+	defer clearWriteDeadline(w)
 	meta := wire.ProtoListMeta(res.ResourceVersion)
 	listLen := len(meta) + total
 	head, tail := wire.ProtoListHead(pl.av, pl.kind, listLen), wire.ProtoListTail()
-	bw := startList(w, format{protobuf: true}.contentType(false), len(head)+listLen+len(tail))
+	bw := p.startList(w, format{protobuf: true}.contentType(false), len(head)+listLen+len(tail))
 	_, _ = bw.Write(head)
 	_, _ = bw.Write(meta)
 	// The items are read again; one that changed or went since the sizing pass is left out and

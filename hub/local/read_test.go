@@ -3,10 +3,13 @@ package local
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -154,5 +157,46 @@ func TestOfflineProtobufListSurvivesChangesBetweenPasses(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "e00,e01,e02,e03,e04,e06,e08,e09,e10,e11" {
 		t.Fatalf("items %s", got)
+	}
+}
+
+// Clients that stop reading an offline list lose it after the write timeout: they do not keep
+// the pods' stream slots from the next client.
+func TestStalledOfflineListsFreeTheirSlots(t *testing.T) {
+	st, err := cache.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := cache.Resource{Owner: "app@x", Version: "v1", Resource: "events"}
+	for i := 0; i < 12; i++ {
+		h, body := bigEvent(t, i, false)
+		if err := st.Put(cache.Key{Resource: res, Namespace: "default", Name: h.Name}, h, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &Proxy{Store: st, WriteTimeout: 300 * time.Millisecond}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri, _ := wire.ParseRequest(r)
+		p.ServeHTTP(w, r, &Request{Info: ri, Own: "app@x"})
+	}))
+	defer srv.Close()
+	for i := 0; i < 2; i++ { // two clients that never read: both slots
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET /api/v1/namespaces/default/events HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	time.Sleep(100 * time.Millisecond)
+	cl := &http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Get(srv.URL + "/api/v1/namespaces/default/events")
+	if err != nil {
+		t.Fatalf("a third client behind two stalled ones: %v", err)
+	}
+	defer resp.Body.Close()
+	n, _ := io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK || n < 12<<20 {
+		t.Fatalf("%d, %d bytes", resp.StatusCode, n)
 	}
 }

@@ -35,7 +35,9 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve another request
 	send := func(ev wire.WatchEvent) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(p.writeTimeout())) // a client that stops reading goes
 		if _, err := w.Write(frame(ev)); err != nil {
 			return false
 		}
