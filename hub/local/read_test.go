@@ -151,11 +151,17 @@ func TestOfflineProtobufListSurvivesChangesBetweenPasses(t *testing.T) {
 	if _, _, err := wire.DecodeProto(w.Body.Bytes(), &l); err != nil {
 		t.Fatal(err)
 	}
+	// What the writing pass sees of the changes depends on the store (one that reads a snapshot
+	// per pass sees none): every object sized and unchanged is there, in order, nothing else.
 	var names []string
 	for _, ev := range l.Items {
 		names = append(names, ev.Name)
+		if ev.Message == "changed" || ev.Name == "e20" {
+			t.Fatalf("%s as it was after the sizing pass is in the list", ev.Name)
+		}
 	}
-	if got := strings.Join(names, ","); got != "e00,e01,e02,e03,e04,e06,e08,e09,e10,e11" {
+	got := strings.Join(names, ",")
+	if got != "e00,e01,e02,e03,e04,e06,e08,e09,e10,e11" && got != "e00,e01,e02,e03,e04,e05,e06,e07,e08,e09,e10,e11" {
 		t.Fatalf("items %s", got)
 	}
 }
