@@ -41,6 +41,39 @@ type Proxy struct {
 	// WatchTimeout ends an offline watch that gave no timeoutSeconds. Default 5 minutes.
 	WatchTimeout time.Duration
 	Log          *slog.Logger
+	// MaxStreams bounds the offline lists (and watches' initial events) read from the cache at
+	// once for clients with credentials of their own (pods): each holds an object or two in
+	// memory while its client reads, so a pod's many lists of big objects cannot take the node's
+	// memory. The node's own clients are not held back by them. Default 2.
+	MaxStreams int
+	// WriteTimeout bounds each write of a streamed offline answer (list, watch): a client that
+	// stops reading loses its answer instead of holding a stream slot, and an object, for ever.
+	// Default DefaultWriteTimeout (30 s).
+	WriteTimeout time.Duration
+
+	slotsOnce sync.Once
+	slots     chan struct{}
+}
+
+// acquire waits for a stream slot for a client that is not the node (the node's own need none);
+// it returns the release, or false when the client went away first.
+func (p *Proxy) acquire(r *http.Request, req *Request) (func(), bool) {
+	if req.Shared {
+		return func() {}, true
+	}
+	p.slotsOnce.Do(func() {
+		n := p.MaxStreams
+		if n <= 0 {
+			n = 2
+		}
+		p.slots = make(chan struct{}, n)
+	})
+	select {
+	case p.slots <- struct{}{}:
+		return func() { <-p.slots }, true
+	case <-r.Context().Done():
+		return nil, false
+	}
 }
 
 // Request is one request as the hub routes it.
@@ -97,7 +130,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req *Request) 
 	case wire.VerbGet:
 		p.get(w, req)
 	case wire.VerbList:
-		p.list(w, req)
+		p.list(w, r, req)
 	case wire.VerbWatch:
 		p.watch(w, r, req)
 	case wire.VerbCreate:
