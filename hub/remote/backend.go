@@ -9,12 +9,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -243,33 +243,43 @@ func headerHasToken(v, token string) bool {
 	return false
 }
 
-// health is a backend's state as the checker and the proxied requests see it.
-type health struct {
-	healthy atomic.Bool
-	reached atomic.Bool
-	kick    chan struct{}
+// Healthy reports whether the server is healthy (the balancer's first choice).
+func (b *Backend) Healthy() bool { return b.health.get() == Healthy }
 
-	mu         sync.Mutex
-	fails, oks int
-	lastErr    error
-	// onChange is the checker's hook for changes that MarkSuspect makes.
-	onChange func(b *Backend, healthy bool, err error)
-}
+// State is the server's health: Unknown until its first probe answers or fails.
+func (b *Backend) State() State { return b.health.get() }
 
-func (h *health) init() {
-	h.healthy.Store(true) // optimistic until the first heartbeat says otherwise
-	h.kick = make(chan struct{}, 1)
-}
-
-// Healthy reports whether the balancer may pick this server.
-func (b *Backend) Healthy() bool { return b.health.healthy.Load() }
-
-// Reached reports whether the server ever answered a heartbeat.
+// Reached reports whether the server ever answered a probe.
 func (b *Backend) Reached() bool { return b.health.reached.Load() }
 
-// LastError is the error of the last failed heartbeat or request (nil after a success).
+// LastError is the error of the last failed probe or suspected request (nil after a good probe).
 func (b *Backend) LastError() error {
 	b.health.mu.Lock()
 	defer b.health.mu.Unlock()
 	return b.health.lastErr
+}
+
+// pingPath is the Checker's default small request: the apiserver's readiness (a few bytes; 500
+// while it shuts down or lost etcd, so traffic moves to another server). Every authenticated
+// client may read it (system:public-info-viewer).
+const pingPath = "/readyz"
+
+// Ping sends one GET /readyz with the node's identity: nil when the server answers with anything
+// but a 5xx.
+func (b *Backend) Ping(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://cloud"+pingPath, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "nodehub")
+	resp, err := b.RoundTrip(Route{Identity: Node}, req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return fmt.Errorf("%s answered %d", pingPath, resp.StatusCode)
+	}
+	return nil
 }
