@@ -84,7 +84,7 @@ type Backend struct {
 	dialTimeout time.Duration
 
 	mu         sync.Mutex
-	transports [4]*http.Transport // [identity*2 + http2]
+	transports [5]*http.Transport // [identity*2 + http2], and the probes' (pingSlot)
 	nodeGen    uint64             // the credentials' Generation the node transports were made for
 
 	health health
@@ -146,7 +146,24 @@ func (b *Backend) RoundTrip(route Route, req *http.Request) (*http.Response, err
 			return nil, fmt.Errorf("%w: %v", ErrNoCredentials, err) // not the server's fault
 		}
 	}
-	t, err := b.transport(route.Identity, route.Stream && !isUpgrade(req))
+	return b.roundTripSlot(transportSlot(route.Identity, route.Stream && !isUpgrade(req)), req)
+}
+
+// pingSlot is the transport of Ping: the node's identity over HTTP/1.1, apart from the requests'
+// connections (a probe answers for the path to the server, not for one pooled connection) and
+// with a small TLS hello (see transport).
+const pingSlot = 4
+
+func transportSlot(id Identity, h2 bool) int {
+	i := int(id) * 2
+	if h2 {
+		i++
+	}
+	return i
+}
+
+func (b *Backend) roundTripSlot(slot int, req *http.Request) (*http.Response, error) {
+	t, err := b.transport(slot)
 	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()
@@ -160,10 +177,10 @@ func (b *Backend) RoundTrip(route Route, req *http.Request) (*http.Response, err
 	return t.RoundTrip(&out)
 }
 
-func (b *Backend) transport(id Identity, h2 bool) (*http.Transport, error) {
-	i := int(id) * 2
-	if h2 {
-		i++
+func (b *Backend) transport(i int) (*http.Transport, error) {
+	id, h2 := Identity(i/2), i%2 == 1
+	if i == pingSlot {
+		id, h2 = Node, false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -172,7 +189,7 @@ func (b *Backend) transport(id Identity, h2 bool) (*http.Transport, error) {
 			// A new client certificate: requests in flight finish on their connections (the
 			// old certificate is still valid: renewal happens at 70–90% of its life); idle
 			// ones close now, busy ones when the old transport's idle timeout passes.
-			for j := int(Node) * 2; j < int(Node)*2+2; j++ {
+			for _, j := range []int{transportSlot(Node, false), transportSlot(Node, true), pingSlot} {
 				if old := b.transports[j]; old != nil {
 					old.CloseIdleConnections()
 					b.transports[j] = nil
@@ -193,6 +210,12 @@ func (b *Backend) transport(id Identity, h2 bool) (*http.Transport, error) {
 		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		if id == Node {
 			tlsCfg.GetClientCertificate = b.creds.GetClientCertificate
+		}
+		if i == pingSlot {
+			// While the link is down every probe is a new connection: without the post-quantum
+			// key share Go sends by default, its hello is ~0.3 KB instead of ~1.5 KB. A probe
+			// carries nothing secret (GET /readyz; the node's certificate is public).
+			tlsCfg.CurvePreferences = []tls.CurveID{tls.X25519, tls.CurveP256}
 		}
 	}
 	t := &http.Transport{
@@ -272,7 +295,12 @@ func (b *Backend) Ping(ctx context.Context) error {
 		return err
 	}
 	req.Header.Set("User-Agent", "nodehub")
-	resp, err := b.RoundTrip(Route{Identity: Node}, req)
+	if b.URL.Scheme == "https" {
+		if _, err := b.creds.GetClientCertificate(nil); err != nil {
+			return fmt.Errorf("%w: %v", ErrNoCredentials, err)
+		}
+	}
+	resp, err := b.roundTripSlot(pingSlot, req)
 	if err != nil {
 		return err
 	}
