@@ -100,3 +100,22 @@ func TestReadAllLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestWholeObject(t *testing.T) {
+	js, pb := encoders(t)
+	for _, enc := range [][]byte{encode(t, js, testPod(1)), encode(t, pb, testPod(1))} {
+		if !WholeObject(enc) {
+			t.Fatalf("%q is whole", enc[:20])
+		}
+		for _, cut := range []int{5, 7, len(enc) / 2} { // a protobuf envelope ends with two empty fields (4 bytes) {
+			if WholeObject(enc[:len(enc)-cut]) {
+				t.Fatalf("%q cut by %d is whole", enc[:20], cut)
+			}
+		}
+	}
+	for _, bad := range []string{`{"metadata":{"name":"a"},"spec":tru}`, `{"a":1}}`, `[1]`, `"x"`, ``} {
+		if WholeObject([]byte(bad)) {
+			t.Fatalf("%q is whole", bad)
+		}
+	}
+}
