@@ -78,6 +78,7 @@ type options struct {
 	poolBindAddress   string
 	poolPort          int
 	poolLeaderTimeout time.Duration
+	poolSelfDeclared  bool
 
 	// ignored collects the YurtHub flags that were set but nodehub does not implement yet.
 	ignored []string
@@ -182,6 +183,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.StringVar(&o.poolBindAddress, "pool-bind-address", "", "this hub's address in the pool: the pool port listens there and a leader advertises it")
 	fs.IntVar(&o.poolPort, "pool-port", 10269, "the pool port (mTLS) where a leader serves the other hubs")
 	fs.DurationVar(&o.poolLeaderTimeout, "pool-leader-timeout", 5*time.Second, "a silent or unreachable leader is given up after this long")
+	fs.BoolVar(&o.poolSelfDeclared, "pool-self-declared-membership", false, "lease mode without an OpenYurt NodePool: let any node that labels its own Lease with the pool lead it (any node can: only where every node is trusted); off, lease mode elects only among the NodePool's nodes and nobody without one")
 	for name, isBool := range notYet {
 		fs.Var(&ignoredFlag{name: name, isBool: isBool, o: o}, name, "accepted for YurtHub compatibility; not implemented yet")
 	}
@@ -342,6 +344,9 @@ func (o *options) validatePool() error {
 	if _, err := pool.ParseResources(o.poolResources); err != nil {
 		return fmt.Errorf("--pool-scope-resources: %v", err)
 	}
+	if o.poolSelfDeclared && o.poolMode != pool.ModeLease {
+		return fmt.Errorf("--pool-self-declared-membership: only with --pool-mode=lease")
+	}
 	switch o.poolMode {
 	case pool.ModeOff:
 		return nil
@@ -411,7 +416,7 @@ func (o *options) poolConfig() hub.PoolConfig {
 		addr = "0.0.0.0"
 	}
 	return hub.PoolConfig{Resources: res, Mode: o.poolMode, LeaseNamespace: o.poolLeaseNS,
-		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout, RootDir: o.rootDir}
+		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout, RootDir: o.rootDir, SelfDeclared: o.poolSelfDeclared}
 }
 
 func (o *options) servers() []string { return splitList(o.serverAddr) }

@@ -25,6 +25,9 @@ type PoolConfig struct {
 	LeaderTimeout time.Duration
 	// RootDir holds the hub's serving certificate, pki/yurthub-server-current.pem.
 	RootDir string
+	// SelfDeclared: in lease mode without a NodePool, nodes that label their own Lease may lead
+	// (--pool-self-declared-membership; see pool.Config).
+	SelfDeclared bool
 }
 
 // newPool builds the pool from the configuration, or nil when sharing is off.
@@ -42,7 +45,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		Cloud: s.cloudDo, Credentials: s.cfg.Credentials,
 		ServingCert: filepath.Join(pc.RootDir, "pki", "yurthub-server-current.pem"),
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
-		Members: s.topo.NodePoolMembers,
+		SelfDeclared: pc.SelfDeclared,
 	})
 }
 

@@ -57,14 +57,6 @@ func (t *topology) PoolNodes() map[string]bool {
 	return t.pool
 }
 
-// NodePoolMembers returns the pool's nodes as OpenYurt's NodePool names them (ok false until a
-// NodePool was seen: node labels, which a node may set on itself, do not count).
-func (t *topology) NodePoolMembers() (map[string]bool, bool) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.pool, t.fromNodePool
-}
-
 func (t *topology) changes() context.Context {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
