@@ -13,10 +13,10 @@ import (
 	"nodehub/wire"
 )
 
-// maxFilteredList bounds a list answer a filter reads whole (decompressed): 64 MiB, four times the
+// maxFilteredList bounds a list answer a filter reads whole (decompressed): 32 MiB, twice the
 // largest object (wire.MaxObjectBytes), enough for the pool-scope lists of a large cluster (10,000
 // Services are ~15 MiB as JSON). A get answer is one object: wire.MaxObjectBytes.
-const maxFilteredList = 64 << 20
+const maxFilteredList = 32 << 20
 
 // filter runs a response through its filter chain: a watch as it streams; a get or list whole
 // (read, decompressed, filtered, and sent on uncompressed with its Content-Length corrected —
