@@ -149,6 +149,14 @@ func TestFaultsLinkFlapping(t *testing.T) {
 			s.at, s.goroutines, s.fds, float64(s.rssKB)/1024, gets.Load(), lost.Load(), relists.Load(), latest.Load(), seen[0].Load(), seen[1].Load())
 		return s
 	}
+	// Warm up with the link up: every client has the object, and the cache has written it.
+	eventually(t, 30*time.Second, "clients have the counter", func() error {
+		if seen[0].Load() == 0 || seen[1].Load() == 0 || gets.Load() == 0 || lost.Load() > 0 {
+			return fmt.Errorf("clients at %d/%d, %d GETs (%d lost)", seen[0].Load(), seen[1].Load(), gets.Load(), lost.Load())
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second)
 	start := time.Now()
 	next := time.Minute
 	cycles := 0

@@ -24,7 +24,7 @@ func TestCaptureFuzzSeeds(t *testing.T) {
 	if os.Getenv("NODEHUB_CAPTURE_SEEDS") != "1" {
 		t.Skip("NODEHUB_CAPTURE_SEEDS=1 captures the fuzz seeds")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns = "seeds"
 	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
@@ -86,6 +86,10 @@ func TestCaptureFuzzSeeds(t *testing.T) {
 	get("configmaps-watch.json", base+"/configmaps?watch=1&resourceVersion=0&allowWatchBookmarks=true", js, true)
 	get("configmaps-watch.pb", base+"/configmaps?watch=1&resourceVersion=0&allowWatchBookmarks=true", pb, true)
 	get("services-watch.pb", base+"/services?watch=1&resourceVersion=0", pb, true)
+	startControllerManager(t, 0) // the bootstrap signer signs cluster-info
+	if err := cluster.SetupJoin(ctx, "seedss", "0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
 	dir = filepath.Join(harness.RepoRoot(), "hub", "certs", "testdata")
 	os.MkdirAll(dir, 0o755)
 	get("cluster-info.json", "/api/v1/namespaces/kube-public/configmaps/cluster-info", js, false)
