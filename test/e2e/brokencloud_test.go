@@ -62,7 +62,7 @@ func TestBrokenCloud(t *testing.T) {
 	}
 
 	t.Run("endless list item", func(t *testing.T) {
-		fc.tamper(func(w http.ResponseWriter, r *http.Request) bool {
+		fc.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
 			if r.URL.Path != listPath || r.URL.Query().Get("watch") != "" {
 				return false
 			}
@@ -74,7 +74,7 @@ func TestBrokenCloud(t *testing.T) {
 			io.WriteString(w, `"}}]}`)
 			return true
 		})
-		defer fc.tamper(nil)
+		defer fc.Tamper(nil)
 		// kubelet's answer is filtered, so read whole: past the bound it is a 502 Status, sent
 		// before any byte of the list.
 		code, body := hubGet(t, h.ProxyURL, "kubelet", listPath, "", "")
@@ -88,7 +88,7 @@ func TestBrokenCloud(t *testing.T) {
 	offlineCheck(t, fc, h, map[string][]string{"kubelet": {listPath, listPath + "/endless"}, "coredns": {listPath, listPath + "/endless"}})
 
 	t.Run("oversized and endless watch frames", func(t *testing.T) {
-		fc.tamper(func(w http.ResponseWriter, r *http.Request) bool {
+		fc.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
 			if r.URL.Path != listPath || r.URL.Query().Get("watch") == "" {
 				return false
 			}
@@ -103,7 +103,7 @@ func TestBrokenCloud(t *testing.T) {
 			writeFiller(w, 100<<20)
 			return true
 		})
-		defer fc.tamper(nil)
+		defer fc.Tamper(nil)
 		for _, accept := range []string{"application/json", mediaProtobuf} {
 			// kubelet's watch is filtered: it ends with an ERROR event carrying a 502 Status.
 			code, body := hubGet(t, h.ProxyURL, "kubelet", listPath+"?watch=1&resourceVersion=0", accept, "")
@@ -121,7 +121,7 @@ func TestBrokenCloud(t *testing.T) {
 		bomb := gzipBomb(t, obj, 70<<20, `"}}`) // ~70 KB compressed, 70 MiB plain
 		list := gzipBomb(t, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`+strings.TrimPrefix(obj, `{"kind":"ConfigMap","apiVersion":"v1",`), 70<<20, `"}}]}`)
 		t.Logf("gzip bombs: %d / %d bytes compressed, 70 MiB plain", len(bomb), len(list))
-		fc.tamper(func(w http.ResponseWriter, r *http.Request) bool {
+		fc.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
 			var b []byte
 			switch {
 			case r.URL.Path == listPath+"/bomb":
@@ -137,7 +137,7 @@ func TestBrokenCloud(t *testing.T) {
 			w.Write(b)
 			return true
 		})
-		defer fc.tamper(nil)
+		defer fc.Tamper(nil)
 		for _, path := range []string{listPath + "/bomb", listPath} {
 			if code, body := hubGet(t, h.ProxyURL, "kubelet", path, "", "gzip"); code != http.StatusBadGateway || !bytes.Contains(body, []byte(`"kind":"Status"`)) {
 				t.Fatalf("kubelet %s: %d %.300s", path, code, body)
@@ -158,7 +158,7 @@ func TestBrokenCloud(t *testing.T) {
 		malformed := `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[` +
 			`{"metadata":{"name":"malformed","namespace":"` + bcNS + `","resourceVersion":"99999999"},"data":{"k":tru}}]}`
 		mode := ""
-		fc.tamper(func(w http.ResponseWriter, r *http.Request) bool {
+		fc.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
 			if r.URL.Path != listPath || r.URL.Query().Get("watch") != "" {
 				return false
 			}
@@ -181,7 +181,7 @@ func TestBrokenCloud(t *testing.T) {
 			}
 			return true
 		})
-		defer fc.tamper(nil)
+		defer fc.Tamper(nil)
 		for _, mode = range []string{"cut", "reset", "malformed"} {
 			for _, ua := range []string{"kubelet", "coredns"} {
 				code, body, err := hubGetErr(h.ProxyURL, ua, listPath, "", "")
@@ -198,7 +198,7 @@ func TestBrokenCloud(t *testing.T) {
 	offlineCheck(t, fc, h, map[string][]string{"kubelet": {listPath, listPath + "/malformed"}, "coredns": {listPath, listPath + "/malformed", listPath + "/cut-b"}})
 
 	t.Run("watch reset mid-stream and trickled answers", func(t *testing.T) {
-		fc.tamper(func(w http.ResponseWriter, r *http.Request) bool {
+		fc.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
 			switch {
 			case r.URL.Path == listPath && r.URL.Query().Get("watch") != "":
 				w.Header().Set("Content-Type", "application/json")
@@ -224,7 +224,7 @@ func TestBrokenCloud(t *testing.T) {
 			}
 			return false
 		})
-		defer fc.tamper(nil)
+		defer fc.Tamper(nil)
 		for _, ua := range []string{"kubelet", "coredns"} {
 			code, body, _ := hubGetErr(h.ProxyURL, ua, listPath+"?watch=1&resourceVersion=0", "", "")
 			if code != 200 || !bytes.Contains(body, []byte("ev-whole")) {
@@ -348,10 +348,10 @@ func hubDrain(proxy, ua, path, accept, encoding string) (int64, error) {
 // cached answers to each component's paths are whole: a 200 is valid JSON, and a list holds
 // only whole objects (and none of the hostile ones, whose names start with the tested path's
 // last element or are named in torn); other answers are Status errors. Then the cloud returns.
-func offlineCheck(t *testing.T, fc *fakeCloud, h *harness.Hub, paths map[string][]string) {
+func offlineCheck(t *testing.T, fc *harness.FakeCloud, h *harness.Hub, paths map[string][]string) {
 	t.Helper()
 	proxy := h.ProxyURL
-	fc.down.Store(true)
+	fc.SetDown(true)
 	eventually(t, 30*time.Second, "nodehub offline", func() error {
 		hubGetErr(proxy, "kubelet", "/api/v1/namespaces/"+bcNS+"/configmaps/cm-good", "", "") // a read notices the black hole
 		if v := serverHealthy(h); v != 0 {
@@ -405,7 +405,7 @@ func offlineCheck(t *testing.T, fc *fakeCloud, h *harness.Hub, paths map[string]
 			t.Logf("offline %s %s: %d (%d items)", ua, p, code, len(obj.Items))
 		}
 	}
-	fc.down.Store(false)
+	fc.SetDown(false)
 	eventually(t, 30*time.Second, "nodehub online", func() error {
 		if v := serverHealthy(h); v != 1 {
 			return fmt.Errorf("server healthy %v", v)
