@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GCFLAGS := -gcflags=k8s.io/...=-l -gcflags=sigs.k8s.io/...=-l -gcflags=github.com/...=-l
 GOBUILD := CGO_ENABLED=0 GOOS=linux go build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)"
 
-.PHONY: build binary arm test unit e2e controlplane demo bench fuzz vet clean
+.PHONY: build binary arm test unit e2e deps controlplane demo bench fuzz vet clean
 
 build: ## static amd64 binary ./nodehub
 	GOARCH=amd64 $(GOBUILD) -o nodehub .
@@ -32,7 +32,8 @@ vet:
 FUZZ_TARGETS := \
 	wire:FuzzParseURL wire:FuzzDecodeProtoEnvelope wire:FuzzJSONListSplitter wire:FuzzProtoListSplitter \
 	wire:FuzzWatchSplitters wire:FuzzJSONMember wire:FuzzExtractMeta wire:FuzzConvert wire:FuzzDecodeProtoWatchEvent \
-	cache:FuzzSelector hub/local:FuzzApplyPatch \
+	wire:FuzzSelector hub/local:FuzzApplyPatch \
+	wire:FuzzReadNodeFacts hub/tokens:FuzzDecode hub/tokens:FuzzJWTExpiry \
 	hub/certs:FuzzParseYAML hub/certs:FuzzClusterInfo hub/certs:FuzzKubeconfig hub:FuzzCredentialOf
 # make test: a short run of each (seconds); make fuzz: a long one (FUZZ_EXECS each, ~minutes).
 FUZZ_SHORT ?= 20000
@@ -51,13 +52,16 @@ fuzz: ## long fuzz runs of every parser (FUZZ_EXECS executions each; one target:
 		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_EXECS)x ./$${t%%:*}; \
 	done
 
+deps: ## install what the e2e tests run: promtool, busybox, qemu-user-static (build/deps.sh)
+	sh build/deps.sh
+
 controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
 	sh test/e2e/controlplane/build.sh
 
-e2e: controlplane ## end-to-end tests against the real control plane
+e2e: deps controlplane ## end-to-end tests against the real control plane
 	cd test/e2e && go test -count=1 -timeout 30m ./...
 
-test: vet unit e2e ## everything CI runs
+test: deps vet unit e2e ## everything CI runs (.ci/run); installs what it needs first
 
 demo: build controlplane ## a local real control plane, nodehub in front of it, kubectl through it
 	cd test/e2e && NODEHUB_BIN=$(CURDIR)/nodehub go run ./cmd/demo

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"nodehub/wire"
 )
 
 // ListRecord is what the cache remembers of one distinct list (namespace + label selector + field
@@ -30,8 +32,8 @@ type ListRecord struct {
 }
 
 // Selector parses the record's scope.
-func (r ListRecord) Selector() (Selector, error) {
-	return NewSelector(r.Namespace, r.LabelSelector, r.FieldSelector)
+func (r ListRecord) Selector() (wire.Selector, error) {
+	return wire.NewSelector(r.Namespace, r.LabelSelector, r.FieldSelector)
 }
 
 // listID names a list's record file.

@@ -29,7 +29,7 @@ type ListResult struct {
 
 // EachInList calls fn, in namespace/name order, for every cached object of r that the selector
 // selects, reading one file at a time (memory does not grow with the number of objects).
-func (s *Store) EachInList(r Resource, sel Selector, fn func(Item) error) (ListResult, error) {
+func (s *Store) EachInList(r Resource, sel wire.Selector, fn func(Item) error) (ListResult, error) {
 	var res ListResult
 	recs, err := s.Lists(r)
 	if err != nil {
@@ -58,7 +58,7 @@ func (s *Store) EachInList(r Resource, sel Selector, fn func(Item) error) (ListR
 			s.quarantine(k.Path(), err) // corrupt: never served
 			return nil
 		}
-		if !sel.Matches(h, func() []byte { return body }) {
+		if !sel.MatchesMeta(h.Meta(), func() []byte { return body }) {
 			return nil
 		}
 		if newerRV(h.ResourceVersion, res.ResourceVersion) {

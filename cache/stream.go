@@ -28,7 +28,7 @@ type Stream struct {
 	kind   int
 	media  wire.MediaType
 	gzip   bool
-	sel    Selector
+	sel    wire.Selector
 	page   bool // a list page (limit/continue): its items are kept, its scope not reconciled
 	broken atomic.Bool
 
@@ -198,7 +198,7 @@ type pend struct {
 	h      Header
 	body   []byte
 	del    bool
-	scoped *Selector // for a delete seen through a selective watch: keep if another list holds it
+	scoped *wire.Selector // for a delete seen through a selective watch: keep if another list holds it
 }
 
 func newBatch(w *Writer, r Resource) *batch {
@@ -365,7 +365,7 @@ func (b *batch) recordBookmarks() {
 }
 
 // heldByOthers is the set of keys the last answers of every list but sel hold.
-func heldByOthers(lists []ListRecord, sel Selector) map[string]bool {
+func heldByOthers(lists []ListRecord, sel wire.Selector) map[string]bool {
 	held := map[string]bool{}
 	for _, rec := range lists {
 		if rec.Namespace == sel.Namespace && rec.LabelSelector == sel.LabelSelector && rec.FieldSelector == sel.FieldSelector {
@@ -397,7 +397,7 @@ func (b *batch) reconcile(st *Stream) error {
 			return nil
 		}
 		body := func() []byte { _, body, _ := b.w.store.Get(k); return body }
-		if st.sel.Matches(h, body) {
+		if st.sel.MatchesMeta(h.Meta(), body) {
 			stale = append(stale, k)
 		}
 		return nil

@@ -16,14 +16,8 @@ import (
 	"time"
 
 	"nodehub/hub/atomicfile"
+	"nodehub/wire"
 )
-
-// NodeCredentials is what the serving manager needs to ask for its certificate: the cluster CA
-// and the node's client certificate (a Manager, or a Source of kubelet's files).
-type NodeCredentials interface {
-	CAPool() *x509.CertPool
-	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
-}
 
 // ServingConfig configures a Serving.
 type ServingConfig struct {
@@ -37,7 +31,7 @@ type ServingConfig struct {
 	// IssueTimeout bounds the wait for one CSR (default 1 hour: a kubelet-serving CSR is approved
 	// by an approver the cluster runs, or by an admin).
 	IssueTimeout time.Duration
-	Creds        NodeCredentials
+	Creds        wire.Credentials // the node's: a Manager, or a Source of kubelet's files
 	Log          *slog.Logger
 }
 
