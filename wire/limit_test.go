@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -117,5 +118,23 @@ func TestWholeObject(t *testing.T) {
 		if WholeObject([]byte(bad)) {
 			t.Fatalf("%q is whole", bad)
 		}
+	}
+}
+
+// The cache checks every object it keeps (WholeObject): its cost per object, on a real pod.
+func BenchmarkWholeObject(b *testing.B) {
+	for _, f := range []string{"pod-object.json", "pod-object.pb"} {
+		raw, err := os.ReadFile("testdata/real/" + f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(f, func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if !WholeObject(raw) {
+					b.Fatal("not whole")
+				}
+			}
+		})
 	}
 }
