@@ -116,7 +116,7 @@ current-context: hub
 		if morph == "kubelet" {
 			args = append(args,
 				"--kubelet-port="+strconv.Itoa(n.KubeletPort), "--kubelet-read-only-port="+strconv.Itoa(n.ReadOnlyPort),
-				"--use-host-image-service=false", // the fake runtime's own image service
+				"--use-host-image-service=false",            // the fake runtime's own image service
 				"--kube-api-qps=50", "--kube-api-burst=100") // the real kubelet's defaults
 		}
 		p := &Proc{Name: "kubemark-" + morph, Path: filepath.Join(c.BinDir, "kubemark"), Args: args,
