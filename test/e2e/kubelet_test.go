@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -33,7 +32,9 @@ const (
 // Errors a cut must give a kubelet whose cloud is unreachable, and only those. Each entry says why
 // it is expected; anything else in kubemark's log during an outage fails the test.
 var kubeletCutErrors = []struct{ re, why string }{
-	// (filled from what a real kubelet logs through nodehub; see TestKubelet's "cut" step)
+	// kubemark's fake runtime and cadvisor, online as offline:
+	{`"Eviction manager: failed to (get HasDedicatedImageFs|synchronize)".*imagefs device is not found`, "the fake cadvisor has no image filesystem"},
+	{`"Failed to stat container log" err="unimplemented testing mock"`, "the fake runtime keeps no container logs"},
 }
 
 // TestKubelet runs kubemark's hollow node (the kubelet's and kube-proxy's own code, a fake
@@ -56,10 +57,9 @@ func TestKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kcm.Stop()
-	// kube-proxy as the node (nodehub lends it the node's identity) needs EndpointSlices, as a
+	// kube-proxy runs as the node (nodehub lends it the node's identity): grant the node what a
 	// real cluster grants kube-proxy.
-	if err := cluster.BindNodes(ctx, "e2e-kube-proxy-endpointslices", rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"},
-		Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}}); err != nil {
+	if err := cluster.BindNodeProxier(ctx, hollowNode); err != nil {
 		t.Fatal(err)
 	}
 	cert, key, err := cluster.NodeCredentials(hollowNode)
@@ -110,7 +110,7 @@ func TestKubelet(t *testing.T) {
 	defer func() {
 		node.Stop()
 		if t.Failed() {
-			t.Logf("kubemark kubelet log (tail):\n%s", tailString(node.Kubelet.Log(), 8000))
+			t.Logf("kubemark kubelet log (tail, without the fake runtime's noise):\n%s", tailString(withoutNoise(node.Kubelet.Log()), 10000))
 			t.Logf("kubemark proxy log (tail):\n%s", tailString(node.Proxy.Log(), 3000))
 		}
 	}()
@@ -139,7 +139,8 @@ type kubeletScenario struct {
 	relay *harness.Relay
 	view  *kubernetes.Clientset
 	names []string // the pods on the node when the link is cut
-	// before is the node's view of its pods at the end of the last scenario.
+	// before is the node's view of its pods at the end of the last scenario that had them all
+	// running; nil when the last one did not.
 	before map[string]podState
 }
 
@@ -239,7 +240,7 @@ func (k *kubeletScenario) online(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "kube-proxy's informers synced through nodehub", func() error {
 		log := k.node.Proxy.Log()
-		for _, want := range []string{"Caches are synced for service config", "Caches are synced for endpoint slice config"} {
+		for _, want := range []string{`"Caches are synced" controller="service config"`, `"Caches are synced" controller="endpoint slice config"`} {
 			if !strings.Contains(log, want) {
 				return errorf("kube-proxy log lacks %q", want)
 			}
@@ -319,6 +320,25 @@ func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 	checkKubeletErrors(t, k.node.Kubelet.Log(), offset)
 }
 
+// withoutNoise drops the log lines of the fake runtime's allowed errors (the first entries of
+// kubeletCutErrors), so a failure shows what the kubelet did.
+func withoutNoise(log string) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		noise := false
+		for _, a := range kubeletCutErrors[:2] {
+			if regexp.MustCompile(a.re).MatchString(line) {
+				noise = true
+				break
+			}
+		}
+		if !noise {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func checkKubeletErrors(t *testing.T, log string, offset int) {
 	t.Helper()
 	var unexpected []string
@@ -346,6 +366,7 @@ func (k *kubeletScenario) offlineStart(t *testing.T, what string, restart func()
 	ctx := context.Background()
 	offset := len(k.node.Kubelet.Log())
 	at := time.Now()
+	k.before = nil
 	if err := restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -446,6 +467,9 @@ func (k *kubeletScenario) cloudReturns(t *testing.T) {
 	})
 	// No restart caused by the outage or the return: the cloud now has what the node reported
 	// offline (the same containers, started when the node last started them).
+	if k.before == nil {
+		t.Fatalf("the node did not run all its pods before the return: no restart on return cannot be checked")
+	}
 	eventually(t, 60*time.Second, "the cloud has the node's pod statuses, with no restart on return", func() error {
 		l, err := cloudPods(ctx)
 		if err != nil {

@@ -13,6 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // KubeletControllers are the kube-controller-manager controllers a node with a real kubelet needs:
@@ -49,6 +53,18 @@ func UserAgent(component string) (string, error) {
 // without creating its Node: its kubelet registers it.
 func (c *Cluster) NodeCredentials(name string) (cert, key string, err error) {
 	return c.PKI.Issue("node-"+name, "system:node:"+name, []string{"system:nodes"}, nil, nil)
+}
+
+// BindNodeProxier grants node's identity the ClusterRole system:node-proxier, what a real cluster
+// grants kube-proxy: the hollow kube-proxy gets the node's identity from nodehub.
+func (c *Cluster) BindNodeProxier(ctx context.Context, node string) error {
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-node-proxier-" + node},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node-proxier"},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "system:node:" + node}}}
+	if _, err := c.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // HollowOptions configure StartHollowNode.
