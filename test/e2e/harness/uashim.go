@@ -49,6 +49,7 @@ func NewUAShim(target, userAgent string) (*UAShim, error) {
 		},
 		Transport:     tr,
 		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0), // streams cut by a restart or an outage are expected
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			panic(http.ErrAbortHandler) // drop the client's connection: nodehub is not there
 		},

@@ -177,10 +177,10 @@ current-context: hub
 		return err
 	}
 	fmt.Printf("   nodehub noticed the outage after %v (%s 0)\n", time.Since(cutAt).Round(100*time.Millisecond), healthy)
-	step("offline: kubectl through nodehub, answered from its cache")
+	step("offline: kubectl through nodehub, answered from its cache (offline, tables come without server-side columns: custom columns show the status)")
 	for _, args := range [][]string{
-		{"get", "node", harness.NodeName},
-		{"get", "pods", "-A", "--field-selector", onNode, "-o", "wide"},
+		{"get", "node", harness.NodeName, "-o", `custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,HEARTBEAT:.status.conditions[?(@.type=="Ready")].lastHeartbeatTime`},
+		{"get", "pods", "-A", "--field-selector", onNode, "-o", "custom-columns=NAME:.metadata.name,PHASE:.status.phase,RESTARTS:.status.containerStatuses[0].restartCount,STARTED:.status.containerStatuses[0].state.running.startedAt"},
 		{"get", "configmap", harness.WorkloadConfigMap, "-o", "jsonpath={.data}"},
 	} {
 		if err := kubectl(args...); err != nil {
