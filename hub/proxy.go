@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ type proxied struct {
 	client context.Context // the client's own context (the forwarded one also ends when going offline)
 	local  *local.Request  // nil when caching is off
 	cred   credential      // the request's own credential (zero for the node's identity)
+	// caller and tokenReq are set for a token request whose answer is kept (tokens.go).
+	caller   string
+	tokenReq []byte
 }
 
 // serveProxy handles every request on the proxy port: the node lease from the hub's copy; with the
@@ -72,7 +76,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if s.local != nil {
 		var own string
 		own, cred = s.cacheOwner(ri, r, id)
-		lreq = &local.Request{Info: ri, Own: own, Shared: id == remote.Node}
+		lreq = &local.Request{Info: ri, Own: own, Shared: id == remote.Node, Caller: callerOf(r, id)}
 		if !s.state.Online() {
 			s.metrics.offline.Inc(ri.Verb)
 			s.local.ServeHTTP(rec, r, lreq)
@@ -108,7 +112,11 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 			defer stopTopo()
 		}
 	}
-	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred})
+	px := &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred}
+	if lreq != nil && lreq.Caller != "" && isTokenRequest(ri) {
+		px.caller, px.tokenReq = lreq.Caller, peekTokenRequest(r)
+	}
+	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, px)
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
 }
 
@@ -155,8 +163,14 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				return errNotAPI
 			}
 			resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+			if px.tokenReq != nil {
+				s.recordToken(px, resp)
+			}
 			if chain := s.filters.For(ri); chain != nil && resp.StatusCode == http.StatusOK {
 				s.filter(chain, ri, resp)
+			}
+			if s.auto != nil && px.local != nil && px.local.Shared && s.isOwnNodeGet(ri) {
+				s.autonomyResponse(resp) // before the cache: it keeps what kubelet received
 			}
 			if s.cache == nil {
 				return nil
@@ -197,6 +211,14 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if px.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !s.balancer.Healthy()) {
 		s.metrics.offline.Inc(v)
 		s.local.ServeHTTP(w, r.WithContext(px.client), px.local)
+		return
+	}
+	if px.local != nil && px.tokenReq != nil {
+		// A token request the cloud did not answer gets the kept token (or a stand-in).
+		s.metrics.offline.Inc(v)
+		r = r.WithContext(px.client)
+		r.Body = io.NopCloser(bytes.NewReader(px.tokenReq))
+		s.local.ServeHTTP(w, r, px.local)
 		return
 	}
 	msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)

@@ -22,6 +22,7 @@ import (
 	"nodehub/hub/metrics"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
 	"nodehub/pool"
 )
 
@@ -121,6 +122,8 @@ type Server struct {
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
 	ids      *identities   // tokens the cloud accepted, by ServiceAccount
+	tokens   *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
+	auto     *autonomy     // the node's Autonomy condition; nil without a cache
 	self     *http.Client  // the hub's own requests to its proxy port
 	dummy    *dummyif.Link // nil without --enable-dummy-if
 	ota      *ota.Handler
@@ -142,6 +145,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	s.ids = newIdentities(cfg.RootDir, cfg.Log)
+	var err error
+	if s.tokens, err = openTokens(cfg.RootDir, cfg.CacheDir, cfg); err != nil {
+		return nil, err
+	}
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
 	if cfg.Credentials != nil {
@@ -182,10 +189,21 @@ func New(cfg Config) (*Server, error) {
 		w.MaxBytes = cfg.CacheMaxBytes
 		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
-		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
+		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log, filesWritten: func() int64 { return store.Stats().FilesWritten }}
+		w.OnError = func(r cache.Resource, err error) {
+			s.metrics.cacheErrors.Inc(r.Resource)
+			s.auto.cacheError(err)
+		}
+		policy := cfg.CachePolicy
+		policy.Shared = sharedResources(cfg.Pool.Resources)
+		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, Log: cfg.Log,
+			KubeletNode: func(raw []byte) []byte {
+				out, c := s.auto.apply(raw)
+				s.auto.seen(c)
+				return out
+			}}
 	}
 	s.topo = newTopology()
 	s.self = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
@@ -275,6 +293,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.run(ctx)
+	go s.tokens.Run(ctx)
 	if s.filters.Uses("servicetopology") {
 		go s.runTopology(ctx, "http://"+s.Addrs()[0].String())
 	}
@@ -313,6 +332,9 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	s.ids.save()
+	if err := s.tokens.Save(); err != nil {
+		s.log.Warn("tokens: save at stop", "err", err)
+	}
 	cancel() // the pool releases its lease
 	select {
 	case <-poolDone:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"nodehub/cache"
+	"nodehub/hub/tokens"
 	"nodehub/wire"
 )
 
@@ -31,7 +32,13 @@ type Proxy struct {
 	BookmarkInterval time.Duration
 	// WatchTimeout ends an offline watch that gave no timeoutSeconds. Default 5 minutes.
 	WatchTimeout time.Duration
-	Log          *slog.Logger
+	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
+	// kept (the node's clients get stand-ins).
+	Tokens *tokens.Store
+	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
+	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
+	KubeletNode func(raw []byte) []byte
+	Log         *slog.Logger
 }
 
 // Request is one request as the hub routes it.
@@ -43,6 +50,9 @@ type Request struct {
 	// node-identity caches (kubectl on the gateway reads what kubelet and kube-proxy cached). A
 	// request with credentials of its own reads only its own cache.
 	Shared bool
+	// Caller identifies who asked, for what is kept per caller (tokens): "node" for the node's
+	// identity, else a hash of the request's credential; "" keeps nothing.
+	Caller string
 
 	// Owners are the caches this request reads, its own first; Accept is every media type the
 	// client accepts, in its order of preference. Both are filled on first use.
@@ -92,6 +102,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req *Request) 
 	case wire.VerbWatch:
 		p.watch(w, r, req)
 	case wire.VerbCreate:
+		if ri.Group == "" && ri.Resource == "serviceaccounts" && ri.Subresource == "token" {
+			p.token(w, r, req)
+			return
+		}
 		p.create(w, r, req)
 	case wire.VerbUpdate, wire.VerbPatch:
 		p.update(w, r, req)

@@ -54,6 +54,9 @@ func (p *Proxy) get(w http.ResponseWriter, req *Request) {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: "+err.Error())
 		return
 	}
+	if ri := req.Info; p.KubeletNode != nil && req.Shared && ri.Component == "kubelet" && ri.Group == "" && ri.Resource == "nodes" && ri.Name == p.NodeName {
+		body = p.KubeletNode(body)
+	}
 	writeBody(w, http.StatusOK, format{protobuf: pb}.contentType(false), body)
 }
 

@@ -19,10 +19,14 @@ import (
 
 const maxBody = 3 << 20
 
-// create keeps an event offline (answered 201, never replayed to the cloud); any other create
-// would be a lost write, so it is refused.
+// create keeps an event offline (answered 201, never replayed to the cloud) and answers this
+// node's registration (register.go); any other create would be a lost write, so it is refused.
 func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 	ri := req.Info
+	if ri.Group == "" && ri.Resource == "nodes" && ri.Subresource == "" {
+		p.createNode(w, r, req)
+		return
+	}
 	if ri.Resource != "events" || ri.Subresource != "" || (ri.Group != "" && ri.Group != "events.k8s.io") {
 		p.unavailable(w, req)
 		return

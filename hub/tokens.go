@@ -1,0 +1,107 @@
+package hub
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
+	"nodehub/wire"
+)
+
+// Kubelet's token requests pass through online as they are; the hub keeps the token the cloud
+// issued (hub/tokens), so the same request is answered offline (hub/local).
+
+// tokensDir is where the token store keeps its files, under --root-dir.
+const tokensDir = "tokens"
+
+// openTokens opens the token store under rootDir; it refuses a place inside the cache directory
+// (a component's cache can be dropped or read back by other tools; tokens must not).
+func openTokens(rootDir, cacheDir string, cfg Config) (*tokens.Store, error) {
+	dir := ""
+	if rootDir != "" {
+		dir = filepath.Join(rootDir, tokensDir)
+		if cacheDir != "" && within(dir, cacheDir) {
+			return nil, fmt.Errorf("hub: the token store %s may not be inside the cache directory %s (set --root-dir elsewhere)", dir, cacheDir)
+		}
+	}
+	return tokens.Open(dir, tokens.Options{Log: cfg.Log})
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	p, err1 := filepath.Abs(path)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// callerOf names who asks, for what is kept per caller: the node's identity, or a hash of the
+// request's own credential ("" for none, which keeps nothing).
+func callerOf(r *http.Request, id remote.Identity) string {
+	if id == remote.Node {
+		return "node"
+	}
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("token-caller:" + auth))
+	return "cred:" + hex.EncodeToString(sum[:16])
+}
+
+// isTokenRequest reports whether a request asks for a ServiceAccount token.
+func isTokenRequest(ri *wire.RequestInfo) bool {
+	return ri.IsResource && ri.Verb == wire.VerbCreate && ri.Group == "" && ri.Resource == "serviceaccounts" && ri.Subresource == "token"
+}
+
+// peekTokenRequest reads a token request's body (bounded) for recording its answer later, and
+// leaves the request's body as it was. It returns nil when the body is too large to keep.
+func peekTokenRequest(r *http.Request) []byte {
+	if r.Body == nil || r.ContentLength > tokens.MaxBody {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, tokens.MaxBody+1))
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+	if err != nil || len(b) > tokens.MaxBody {
+		return nil
+	}
+	return b
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// recordToken keeps the token of a successful answer to a token request whose body was peeked.
+// The answer is read whole (a TokenRequest is small) and passed on unchanged.
+func (s *Server) recordToken(px *proxied, resp *http.Response) {
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > tokens.MaxBody {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, tokens.MaxBody+1))
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+	if err != nil || len(body) > tokens.MaxBody {
+		return
+	}
+	req, err1 := tokens.Decode(px.tokenReq)
+	answer, err2 := tokens.Decode(body)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	e, err := tokens.EntryOf(answer)
+	if err != nil {
+		return
+	}
+	s.tokens.Put(tokens.KeyOf(px.caller, px.ri.Namespace, px.ri.Name, req), e)
+}
