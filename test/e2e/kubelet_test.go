@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,13 +30,27 @@ const (
 	kubeletPods = 5
 )
 
-// Errors a cut must give a kubelet whose cloud is unreachable, and only those. Each entry says why
-// it is expected; anything else in kubemark's log during an outage fails the test.
-var kubeletCutErrors = []struct{ re, why string }{
-	// kubemark's fake runtime and cadvisor, online as offline:
+// allowedError is a kubelet error line (klog "E…") a scenario expects, and why.
+type allowedError struct{ re, why string }
+
+// kubemarkErrors are what kubemark's fake runtime and fake cadvisor log all the time, online as
+// offline; they say nothing about the cloud.
+var kubemarkErrors = []allowedError{
 	{`"Eviction manager: failed to (get HasDedicatedImageFs|synchronize)".*imagefs device is not found`, "the fake cadvisor has no image filesystem"},
 	{`"Failed to stat container log" err="unimplemented testing mock"`, "the fake runtime keeps no container logs"},
 }
+
+// kubeletStartErrors are what every kubelet start logs in its first second, online too (the
+// online scenario logs the start's error lines to show it).
+var kubeletStartErrors = []allowedError{
+	{`"Image garbage collection failed once. Stats initialization may not have completed yet" err="imageFs information is unavailable"`, "cadvisor's first stats are not there yet"},
+	{`"Skipping pod synchronization" err="\[container runtime status check may not have completed yet, PLEG is not healthy: pleg has yet to be successful\]"`, "the first runtime relist has not run yet"},
+	{`"Error getting the current node from lister" err="node \\"` + hollowNode + `\\" not found"`, "the node informer has not synced yet"},
+}
+
+// A cut must give the kubelet no error of its own: nodehub answers everything it asks offline
+// (its lease, node status and pod status writes, its lists and watches, its token requests).
+// Whatever it logs beyond kubemark's own noise (and, after a restart, a start's) fails a scenario.
 
 // TestKubelet runs kubemark's hollow node (the kubelet's and kube-proxy's own code, a fake
 // container runtime) through nodehub, the cloud reachable only through a relay that a scenario
@@ -225,6 +240,9 @@ func (k *kubeletScenario) online(t *testing.T) {
 		}
 	}
 	k.waitRunning(t, len(k.names), 30*time.Second)
+	for _, line := range unexpectedErrors(k.node.Kubelet.Log(), 0, kubemarkErrors) {
+		t.Logf("kubelet start, online: %s", line)
+	}
 	// Requests reached nodehub as the real components', not as "hollow-kubelet".
 	_, metrics, err := k.hub.Get("/metrics")
 	if err != nil {
@@ -317,16 +335,16 @@ func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 			t.Errorf("pod %s changed during the cut: %+v, was %+v", name, now[name], b)
 		}
 	}
-	checkKubeletErrors(t, k.node.Kubelet.Log(), offset)
+	checkKubeletErrors(t, k.node.Kubelet.Log(), offset, kubemarkErrors)
 }
 
 // withoutNoise drops the log lines of the fake runtime's allowed errors (the first entries of
-// kubeletCutErrors), so a failure shows what the kubelet did.
+// kubemarkErrors), so a failure shows what the kubelet did.
 func withoutNoise(log string) string {
 	var out []string
 	for _, line := range strings.Split(log, "\n") {
 		noise := false
-		for _, a := range kubeletCutErrors[:2] {
+		for _, a := range kubemarkErrors {
 			if regexp.MustCompile(a.re).MatchString(line) {
 				noise = true
 				break
@@ -339,12 +357,12 @@ func withoutNoise(log string) string {
 	return strings.Join(out, "\n")
 }
 
-func checkKubeletErrors(t *testing.T, log string, offset int) {
-	t.Helper()
+// unexpectedErrors returns the kubelet's error lines from offset on that allowed does not explain.
+func unexpectedErrors(log string, offset int, allowed ...[]allowedError) []string {
 	var unexpected []string
 	for _, line := range harness.ErrorLines(log, offset) {
 		ok := false
-		for _, a := range kubeletCutErrors {
+		for _, a := range slices.Concat(allowed...) {
 			if regexp.MustCompile(a.re).MatchString(line) {
 				ok = true
 				break
@@ -354,7 +372,12 @@ func checkKubeletErrors(t *testing.T, log string, offset int) {
 			unexpected = append(unexpected, line)
 		}
 	}
-	if len(unexpected) > 0 {
+	return unexpected
+}
+
+func checkKubeletErrors(t *testing.T, log string, offset int, allowed ...[]allowedError) {
+	t.Helper()
+	if unexpected := unexpectedErrors(log, offset, allowed...); len(unexpected) > 0 {
 		t.Errorf("%d unexpected kubelet errors during the outage, first ones:\n%s", len(unexpected), strings.Join(unexpected[:min(len(unexpected), 15)], "\n"))
 	}
 }
@@ -390,7 +413,7 @@ func (k *kubeletScenario) offlineStart(t *testing.T, what string, restart func()
 	} else if err := harness.NodeReady(n); err != nil {
 		t.Errorf("through nodehub: %v", err)
 	}
-	checkKubeletErrors(t, k.node.Kubelet.Log(), offset)
+	checkKubeletErrors(t, k.node.Kubelet.Log(), offset, kubemarkErrors, kubeletStartErrors)
 }
 
 func (k *kubeletScenario) kubeletRestart(t *testing.T) {
