@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -118,7 +120,11 @@ func TestKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	node, err := cluster.StartHollowNode(ctx, harness.HollowOptions{Name: hollowNode, Dir: t.TempDir(), Server: hub.ProxyURL, Proxy: true})
+	nodeDir := t.TempDir()
+	if d := os.Getenv("NODEHUB_E2E_KUBELET_LOGS"); d != "" {
+		nodeDir = d // kept after the test: kubemark's logs and the kubelet's root directories
+	}
+	node, err := cluster.StartHollowNode(ctx, harness.HollowOptions{Name: hollowNode, Dir: nodeDir, Server: hub.ProxyURL, Proxy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,13 +263,7 @@ func (k *kubeletScenario) online(t *testing.T) {
 		t.Errorf("nodehub saw kubemark's own User-Agent")
 	}
 	eventually(t, 30*time.Second, "kube-proxy's informers synced through nodehub", func() error {
-		log := k.node.Proxy.Log()
-		for _, want := range []string{`"Caches are synced" controller="service config"`, `"Caches are synced" controller="endpoint slice config"`} {
-			if !strings.Contains(log, want) {
-				return errorf("kube-proxy log lacks %q", want)
-			}
-		}
-		return nil
+		return proxySynced(k.node.Proxy.Log())
 	})
 	eventually(t, 30*time.Second, "the node's view through nodehub shows every pod running", func() error {
 		l, err := k.viewPods(ctx)
@@ -276,6 +276,15 @@ func (k *kubeletScenario) online(t *testing.T) {
 		k.before = statesOf(l)
 		return nil
 	})
+	l, err = k.viewPods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range l {
+		if err := checkVolumes(k.node, &l[i]); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
@@ -336,6 +345,16 @@ func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 		}
 	}
 	checkKubeletErrors(t, k.node.Kubelet.Log(), offset, kubemarkErrors)
+}
+
+// proxySynced says whether kube-proxy's log shows its service and EndpointSlice informers synced.
+func proxySynced(log string) error {
+	for _, want := range []string{`"Caches are synced" controller="service config"`, `"Caches are synced" controller="endpoint slice config"`} {
+		if !strings.Contains(log, want) {
+			return errorf("kube-proxy log lacks %q", want)
+		}
+	}
+	return nil
 }
 
 // withoutNoise drops the log lines of the fake runtime's allowed errors (the first entries of
@@ -407,6 +426,15 @@ func (k *kubeletScenario) offlineStart(t *testing.T, what string, restart func()
 		return nil
 	})
 	t.Logf("%s offline: all %d pods' containers started %v after the restart", what, len(k.names), started.Round(100*time.Millisecond))
+	l, err := k.viewPods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range l {
+		if err := checkVolumes(k.node, &l[i]); err != nil {
+			t.Error(err)
+		}
+	}
 	n, err := k.view.CoreV1().Nodes().Get(ctx, hollowNode, metav1.GetOptions{})
 	if err != nil {
 		t.Errorf("node through nodehub: %v", err)
@@ -416,11 +444,78 @@ func (k *kubeletScenario) offlineStart(t *testing.T, what string, restart func()
 	checkKubeletErrors(t, k.node.Kubelet.Log(), offset, kubemarkErrors, kubeletStartErrors)
 }
 
+// checkVolumes reads what the kubelet wrote into p's volumes: the ServiceAccount token (a token
+// the cloud issued for this very pod, not expired), the CA and namespace beside it, the ConfigMap
+// and the Secret.
+func checkVolumes(n *harness.HollowNode, p *corev1.Pod) error {
+	uid := string(p.UID)
+	var tokenVol string
+	for _, v := range p.Spec.Volumes {
+		if v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-") {
+			tokenVol = v.Name
+		}
+	}
+	read := func(plugin, vol, file string) (string, error) {
+		b, err := n.VolumeFile(uid, plugin, vol, file)
+		if err != nil {
+			return "", fmt.Errorf("pod %s: %s volume %s: %w", p.Name, plugin, vol, err)
+		}
+		return string(b), nil
+	}
+	for _, f := range []struct{ plugin, vol, file, want string }{
+		{"configmap", "config", "greeting", "hello from the cloud"},
+		{"secret", "secret", "password", "s3cret"},
+		{"projected", tokenVol, "namespace", p.Namespace},
+		{"projected", tokenVol, "ca.crt", "-----BEGIN CERTIFICATE-----"},
+	} {
+		got, err := read(f.plugin, f.vol, f.file)
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(got, f.want) {
+			return fmt.Errorf("pod %s: %s/%s is %.40q, want %q", p.Name, f.vol, f.file, got, f.want)
+		}
+	}
+	tok, err := read("projected", tokenVol, "token")
+	if err != nil {
+		return err
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return fmt.Errorf("pod %s: the token is not a JWT: %.40q", p.Name, tok)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return fmt.Errorf("pod %s: token payload: %w", p.Name, err)
+	}
+	var claims struct {
+		Exp int64  `json:"exp"`
+		Sub string `json:"sub"`
+		K8s struct {
+			Pod struct{ Name, UID string } `json:"pod"`
+		} `json:"kubernetes.io"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return fmt.Errorf("pod %s: token claims: %w", p.Name, err)
+	}
+	if claims.K8s.Pod.UID != uid || claims.Sub != "system:serviceaccount:"+p.Namespace+":default" || time.Unix(claims.Exp, 0).Before(time.Now()) {
+		return fmt.Errorf("pod %s: the token is not the cloud's for this pod: %s", p.Name, payload)
+	}
+	return nil
+}
+
 func (k *kubeletScenario) kubeletRestart(t *testing.T) {
 	k.offlineStart(t, "kubelet restart", func() error { return k.node.RestartKubelet(context.Background()) })
 }
 
 func (k *kubeletScenario) nodeReboot(t *testing.T) {
+	proxyLog := len(k.node.Proxy.Log())
+	defer func() {
+		// kube-proxy restarted offline lists services and EndpointSlices from nodehub at once.
+		eventually(t, 30*time.Second, "kube-proxy's informers synced through nodehub after the reboot offline", func() error {
+			return proxySynced(k.node.Proxy.Log()[proxyLog:])
+		})
+	}()
 	k.offlineStart(t, "node reboot", func() error {
 		ctx := context.Background()
 		k.node.Proxy.Stop()

@@ -71,8 +71,8 @@ func (c *Cluster) BindNodeProxier(ctx context.Context, node string) error {
 type HollowOptions struct {
 	// Name is the node's name (its kubelet registers it).
 	Name string
-	// Dir holds the kubeconfigs, the logs and the kubelet's root directories (kubemark makes a
-	// fresh one at every start, as a reboot that loses the kubelet's tmpfs would).
+	// Dir holds the kubeconfigs and the logs. (The kubelet's root directories are where kubemark
+	// puts them, a fresh /tmp/hollow-kubelet.* at every start; Stop removes them.)
 	Dir string
 	// Server is the URL the node's components talk to: nodehub's plain proxy port.
 	Server string
@@ -103,10 +103,6 @@ func (c *Cluster) StartHollowNode(ctx context.Context, o HollowOptions) (*Hollow
 		o.V = 2
 	}
 	n := &HollowNode{Name: o.Name, KubeletPort: FreePort(), ReadOnlyPort: FreePort()}
-	tmp := filepath.Join(o.Dir, "kubelet-root")
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return nil, err
-	}
 	start := func(morph, component string) (*Proc, error) {
 		ua, err := UserAgent(component)
 		if err != nil {
@@ -136,7 +132,7 @@ current-context: hub
 				"--kube-api-qps=50", "--kube-api-burst=100") // the real kubelet's defaults
 		}
 		p := &Proc{Name: "kubemark-" + morph, Path: filepath.Join(c.BinDir, "kubemark"), Args: args,
-			Env: []string{"TMPDIR=" + tmp}, LogFile: filepath.Join(o.Dir, "kubemark-"+morph+".log")}
+			LogFile: filepath.Join(o.Dir, "kubemark-"+morph+".log")}
 		return p, p.Start()
 	}
 	var err error
@@ -196,6 +192,11 @@ func (n *HollowNode) Stop() {
 	for _, s := range n.shims {
 		s.Close()
 	}
+	if n.Kubelet != nil {
+		for _, d := range n.rootDirs() {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 func (n *HollowNode) readOnly(ctx context.Context, path string) (string, error) {
@@ -215,6 +216,30 @@ func (n *HollowNode) readOnly(ctx context.Context, path string) (string, error) 
 		return "", fmt.Errorf("kubelet %s: %s", path, resp.Status)
 	}
 	return string(b), nil
+}
+
+// rootDirRE finds the root directories kubemark made: it makes a fresh one under /tmp at every
+// kubelet start (its TMPDIR is not honoured), as a reboot that loses the kubelet's tmpfs would.
+var rootDirRE = regexp.MustCompile(`Using (/tmp/hollow-kubelet\.[0-9]+) as root dir for hollow-kubelet`)
+
+// rootDirs returns the kubelet's root directories, oldest first, from its log.
+func (n *HollowNode) rootDirs() []string {
+	var dirs []string
+	for _, m := range rootDirRE.FindAllStringSubmatch(n.Kubelet.Log(), -1) {
+		dirs = append(dirs, m[1])
+	}
+	return dirs
+}
+
+// VolumeFile reads a file of a pod's volume as the running kubelet wrote it (under its current
+// root directory: pods/<uid>/volumes/kubernetes.io~<plugin>/<volume>/<file>). The fake mounter
+// mounts nothing, so the volume plugins write their files into plain directories.
+func (n *HollowNode) VolumeFile(uid, plugin, volume, file string) ([]byte, error) {
+	dirs := n.rootDirs()
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("the kubelet's log names no root directory yet")
+	}
+	return os.ReadFile(filepath.Join(dirs[len(dirs)-1], "pods", uid, "volumes", "kubernetes.io~"+plugin, volume, file))
 }
 
 // Running returns what the kubelet's container runtime runs, from the kubelet's own metrics on its
