@@ -3,7 +3,8 @@
 // hollow node (the kubelet's and kube-proxy's own code with a fake container runtime) talking to the
 // cloud only through nodehub. It shows the node Ready and its pods Running, cuts the link (a black
 // hole: packets vanish, nothing is refused), shows kubectl through nodehub and the node still
-// working offline, restores the link, and exits. With -wait it keeps running afterwards, printing
+// working offline, restarts the kubelet offline and shows every pod's containers started again,
+// restores the link, and exits. With -wait it keeps running afterwards, printing
 // a kubeconfig to try more commands.
 package main
 
@@ -213,6 +214,33 @@ current-context: hub
 	}
 	if !node.Kubelet.Running() || !node.Proxy.Running() {
 		return fmt.Errorf("the hollow node stopped offline:\n%s", tail(node.Kubelet.Log()))
+	}
+
+	step("restarting the kubelet while offline (its fake runtime goes with it: every container must start again, as after a reboot)")
+	restartAt := time.Now()
+	node.Kubelet.Stop()
+	if err := node.Kubelet.Start(); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 90*time.Second, func() error {
+		p, ctrs, err := node.Running(ctx)
+		if err != nil {
+			return err
+		}
+		if p != pods || ctrs != pods {
+			return fmt.Errorf("the runtime runs %d pods, %d containers", p, ctrs)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("kubelet restarted offline: %w\n%s", err, tail(node.Kubelet.Log()))
+	}
+	fmt.Printf("   all %d pods' containers running again %v after the restart, the cloud still unreachable\n   (their ServiceAccount tokens, ConfigMap and Secret volumes came from nodehub)\n   ",
+		pods, time.Since(restartAt).Round(100*time.Millisecond))
+	if err := showRuntime(ctx, node); err != nil {
+		return err
+	}
+	if err := kubectl("get", "pods", "-A", "--field-selector", onNode, "-o", "custom-columns=NAME:.metadata.name,PHASE:.status.phase,STARTED:.status.containerStatuses[0].state.running.startedAt"); err != nil {
+		return err
 	}
 
 	step("restoring the cloud link")
