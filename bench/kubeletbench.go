@@ -57,6 +57,8 @@ func benchKubelet(e *env, o options) error {
 	}
 	defer e.c.Admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	defer e.c.Admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+	zero := int64(0)
+	defer e.c.Admin.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 	if err := harness.CreateWorkloadSources(ctx, e.c.Admin, ns); err != nil {
 		return err
 	}

@@ -122,7 +122,7 @@ func TestKubelet(t *testing.T) {
 
 	nodeDir := t.TempDir()
 	if d := os.Getenv("NODEHUB_E2E_KUBELET_LOGS"); d != "" {
-		nodeDir = d // kept after the test: kubemark's logs and the kubelet's root directories
+		nodeDir = d // kubemark's logs, kept after the test
 	}
 	node, err := cluster.StartHollowNode(ctx, harness.HollowOptions{Name: hollowNode, Dir: nodeDir, Server: hub.ProxyURL, Proxy: true})
 	if err != nil {
@@ -134,9 +134,13 @@ func TestKubelet(t *testing.T) {
 			t.Logf("kubemark kubelet log (tail, without the fake runtime's noise):\n%s", tailString(withoutNoise(node.Kubelet.Log()), 10000))
 			t.Logf("kubemark proxy log (tail):\n%s", tailString(node.Proxy.Log(), 3000))
 		}
+		// No namespace controller runs: the pods go now, the namespace stays Terminating.
+		ctx := context.Background()
+		zero := int64(0)
+		_ = admin.CoreV1().Pods(kubeletNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = admin.CoreV1().Nodes().Delete(ctx, hollowNode, metav1.DeleteOptions{})
+		_ = admin.CoreV1().Namespaces().Delete(ctx, kubeletNS, metav1.DeleteOptions{})
 	}()
-	defer admin.CoreV1().Nodes().Delete(context.Background(), hollowNode, metav1.DeleteOptions{})
-	defer admin.CoreV1().Namespaces().Delete(context.Background(), kubeletNS, metav1.DeleteOptions{})
 
 	kubeletUA, err := harness.UserAgent("kubelet")
 	if err != nil {
