@@ -293,7 +293,7 @@ func (k *kubeletScenario) online(t *testing.T) {
 
 func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 	ctx := context.Background()
-	offset := len(k.node.Kubelet.Log())
+	offset, proxyOffset := len(k.node.Kubelet.Log()), len(k.node.Proxy.Log())
 	if err := k.relay.BlackHole(); err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,12 @@ func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 			t.Errorf("pod %s changed during the cut: %+v, was %+v", name, now[name], b)
 		}
 	}
-	checkKubeletErrors(t, k.node.Kubelet.Log(), offset, kubemarkErrors)
+	t.Run("no-unexpected-kubelet-errors", func(t *testing.T) { checkKubeletErrors(t, k.node.Kubelet.Log(), offset, kubemarkErrors) })
+	t.Run("no-kube-proxy-errors", func(t *testing.T) {
+		if lines := harness.ErrorLines(k.node.Proxy.Log(), proxyOffset); len(lines) > 0 {
+			t.Errorf("kube-proxy logged %d errors during the outage, first ones:\n%s", len(lines), strings.Join(lines[:min(len(lines), 10)], "\n"))
+		}
+	})
 }
 
 // proxySynced says whether kube-proxy's log shows its service and EndpointSlice informers synced.
@@ -445,7 +450,9 @@ func (k *kubeletScenario) offlineStart(t *testing.T, what string, restart func()
 	} else if err := harness.NodeReady(n); err != nil {
 		t.Errorf("through nodehub: %v", err)
 	}
-	checkKubeletErrors(t, k.node.Kubelet.Log(), offset, kubemarkErrors, kubeletStartErrors)
+	t.Run("no-unexpected-kubelet-errors", func(t *testing.T) {
+		checkKubeletErrors(t, k.node.Kubelet.Log(), offset, kubemarkErrors, kubeletStartErrors)
+	})
 }
 
 // checkVolumes reads what the kubelet wrote into p's volumes: the ServiceAccount token (a token
