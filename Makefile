@@ -38,6 +38,8 @@ unit: ## unit tests and short fuzz runs of the wire parsers
 	go test -run '^$$' -fuzz FuzzParseYAML -fuzztime 25000x ./hub/certs
 	go test -run '^$$' -fuzz FuzzClusterInfo -fuzztime 25000x ./hub/certs
 	go test -run '^$$' -fuzz FuzzCredentialOf -fuzztime 25000x ./hub
+	go test -run '^$$' -fuzz FuzzReadNodeFacts -fuzztime 25000x ./wire
+	go test -run '^$$' -fuzz FuzzDecode -fuzztime 25000x ./hub/tokens
 
 controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
 	sh test/e2e/controlplane/build.sh

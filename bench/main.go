@@ -40,7 +40,7 @@ func main() {
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
-	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, health, cache, profile, pool or kubelet")
+	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, health, cache, profile, pool, tokens or kubelet")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -143,6 +143,11 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "pool" {
 		if err := benchPool(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "tokens" {
+		if err := benchTokens(e, o); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,9 +26,12 @@ type proxied struct {
 	client context.Context // the client's own context (the forwarded one also ends when going offline)
 	local  *local.Request  // nil when caching is off
 	cred   credential      // the request's own credential (zero for the node's identity)
-	// caller and tokenReq are set for a token request whose answer is kept (tokens.go).
-	caller   string
-	tokenReq []byte
+
+	// kept is the body of a write the offline proxy can answer, to answer it locally when the
+	// cloud gives no answer (writefallback.go); caller is set for a token request whose answer
+	// is kept (tokens.go).
+	kept   []byte
+	caller string
 }
 
 // serveProxy handles every request on the proxy port: the node lease from the hub's copy; with the
@@ -113,8 +115,11 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	px := &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred}
-	if lreq != nil && lreq.Caller != "" && isTokenRequest(ri) {
-		px.caller, px.tokenReq = lreq.Caller, peekTokenRequest(r)
+	if lreq != nil && s.local.AnswersWrite(ri) {
+		px.kept = peekBody(r)
+		if px.kept != nil && isTokenRequest(ri) {
+			px.caller = lreq.Caller
+		}
 	}
 	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, px)
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
@@ -180,7 +185,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				return errNotAPI
 			}
 			resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
-			if px.tokenReq != nil {
+			if px.caller != "" {
 				s.recordToken(px, resp)
 			}
 			if chain := s.filters.For(ri); chain != nil && resp.StatusCode == http.StatusOK {
@@ -230,12 +235,7 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		s.local.ServeHTTP(w, r.WithContext(px.client), px.local)
 		return
 	}
-	if px.local != nil && px.tokenReq != nil {
-		// A token request the cloud did not answer gets the kept token (or a stand-in).
-		s.metrics.offline.Inc(v)
-		r = r.WithContext(px.client)
-		r.Body = io.NopCloser(bytes.NewReader(px.tokenReq))
-		s.local.ServeHTTP(w, r, px.local)
+	if s.writeFallback(w, r, px) {
 		return
 	}
 	msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)

@@ -122,13 +122,14 @@ type Server struct {
 	inflight atomic.Int64 // short requests being served, for MaxInFlight
 	topo     *topology
 	ids      *identities   // tokens the cloud accepted, by ServiceAccount
-	tokens   *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
-	auto     *autonomy     // the node's Autonomy condition; nil without a cache
 	self     *http.Client  // the hub's own requests to its proxy port
 	dummy    *dummyif.Link // nil without --enable-dummy-if
 	ota      *ota.Handler
 	pool     *pool.Pool // nil when pool sharing is off
 	pm       *poolMetrics
+
+	tokens *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
+	auto   *autonomy     // the node's Autonomy condition; nil without a cache
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -146,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	s.ids = newIdentities(cfg.RootDir, cfg.Log)
 	var err error
-	if s.tokens, err = openTokens(cfg.RootDir, cfg.CacheDir, cfg); err != nil {
+	if s.tokens, err = openTokens(cfg); err != nil {
 		return nil, err
 	}
 	reg := metrics.NewRegistry()
@@ -333,7 +334,7 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	s.ids.save()
-	if err := s.tokens.Save(); err != nil {
+	if err := s.tokens.SaveAll(); err != nil {
 		s.log.Warn("tokens: save at stop", "err", err)
 	}
 	cancel() // the pool releases its lease

@@ -21,27 +21,27 @@ import (
 // tokensDir is where the token store keeps its files, under --root-dir.
 const tokensDir = "tokens"
 
-// openTokens opens the token store under rootDir; it refuses a place inside the cache directory
+// openTokens opens the token store under --root-dir; it refuses a place inside the cache directory
 // (a component's cache can be dropped or read back by other tools; tokens must not).
-func openTokens(rootDir, cacheDir string, cfg Config) (*tokens.Store, error) {
+func openTokens(cfg Config) (*tokens.Store, error) {
 	dir := ""
-	if rootDir != "" {
-		dir = filepath.Join(rootDir, tokensDir)
-		if cacheDir != "" && within(dir, cacheDir) {
-			return nil, fmt.Errorf("hub: the token store %s may not be inside the cache directory %s (set --root-dir elsewhere)", dir, cacheDir)
+	if cfg.RootDir != "" {
+		dir = filepath.Join(cfg.RootDir, tokensDir)
+		if cfg.CacheDir != "" && within(dir, cfg.CacheDir) {
+			return nil, fmt.Errorf("hub: the token store %s may not be inside the cache directory %s (set --root-dir elsewhere)", dir, cfg.CacheDir)
 		}
 	}
-	return tokens.Open(dir, tokens.Options{Log: cfg.Log})
+	s, err := tokens.Open(dir, tokens.Options{Log: cfg.Log})
+	if err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	return s, nil
 }
 
-// within reports whether path is dir or below it.
+// within reports whether path is dir or below it, comparing the cleaned names (the flags name
+// both from the same working directory).
 func within(path, dir string) bool {
-	p, err1 := filepath.Abs(path)
-	d, err2 := filepath.Abs(dir)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	rel, err := filepath.Rel(d, p)
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
@@ -49,7 +49,7 @@ func within(path, dir string) bool {
 // request's own credential ("" for none, which keeps nothing).
 func callerOf(r *http.Request, id remote.Identity) string {
 	if id == remote.Node {
-		return "node"
+		return tokens.NodeIdentity
 	}
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
@@ -64,25 +64,6 @@ func isTokenRequest(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Verb == wire.VerbCreate && ri.Group == "" && ri.Resource == "serviceaccounts" && ri.Subresource == "token"
 }
 
-// peekTokenRequest reads a token request's body (bounded) for recording its answer later, and
-// leaves the request's body as it was. It returns nil when the body is too large to keep.
-func peekTokenRequest(r *http.Request) []byte {
-	if r.Body == nil || r.ContentLength > tokens.MaxBody {
-		return nil
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, tokens.MaxBody+1))
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
-	if err != nil || len(b) > tokens.MaxBody {
-		return nil
-	}
-	return b
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
 // recordToken keeps the token of a successful answer to a token request whose body was peeked.
 // The answer is read whole (a TokenRequest is small) and passed on unchanged.
 func (s *Server) recordToken(px *proxied, resp *http.Response) {
@@ -94,7 +75,7 @@ func (s *Server) recordToken(px *proxied, resp *http.Response) {
 	if err != nil || len(body) > tokens.MaxBody {
 		return
 	}
-	req, err1 := tokens.Decode(px.tokenReq)
+	req, err1 := tokens.Decode(px.kept)
 	answer, err2 := tokens.Decode(body)
 	if err1 != nil || err2 != nil {
 		return

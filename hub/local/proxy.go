@@ -32,13 +32,14 @@ type Proxy struct {
 	BookmarkInterval time.Duration
 	// WatchTimeout ends an offline watch that gave no timeoutSeconds. Default 5 minutes.
 	WatchTimeout time.Duration
+	Log          *slog.Logger
+
 	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
 	// kept (the node's clients get stand-ins).
 	Tokens *tokens.Store
 	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
 	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
 	KubeletNode func(raw []byte) []byte
-	Log         *slog.Logger
 }
 
 // Request is one request as the hub routes it.

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-
 	"nodehub/hub/tokens"
 )
 
@@ -41,7 +39,7 @@ func (p *Proxy) token(w http.ResponseWriter, r *http.Request, req *Request) {
 	p.writeToken(w, req, tokens.StandIn(tr, ri.Namespace, ri.Name, now))
 }
 
-func (p *Proxy) writeToken(w http.ResponseWriter, req *Request, tr *authenticationv1.TokenRequest) {
+func (p *Proxy) writeToken(w http.ResponseWriter, req *Request, tr *tokens.TokenRequest) {
 	f, _ := choose(req.Accept)
 	out, err := tokens.Encode(tr, f.protobuf)
 	if err != nil {

@@ -113,6 +113,24 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 	p.respondObject(w, req, http.StatusOK, result)
 }
 
+// AnswersWrite reports whether the offline proxy answers a write of this kind with more than a
+// refusal: events, this node's registration, token requests, and the changes mayChange allows.
+func (p *Proxy) AnswersWrite(ri *wire.RequestInfo) bool {
+	if !ri.IsResource {
+		return false
+	}
+	switch ri.Verb {
+	case wire.VerbCreate:
+		core := ri.Group == ""
+		return core && ri.Resource == "nodes" && ri.Subresource == "" ||
+			core && ri.Resource == "serviceaccounts" && ri.Subresource == "token" ||
+			ri.Resource == "events" && ri.Subresource == "" && (core || ri.Group == "events.k8s.io")
+	case wire.VerbUpdate, wire.VerbPatch:
+		return p.mayChange(ri)
+	}
+	return false
+}
+
 // mayChange says which writes are applied offline: the node's own Node (and its status), its
 // Lease, and pods' status (checked against the pod's node by the caller).
 func (p *Proxy) mayChange(ri *wire.RequestInfo) bool {

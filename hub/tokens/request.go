@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-
 	"nodehub/wire"
 )
 
@@ -24,8 +22,8 @@ const (
 var protoMagic = []byte("k8s\x00")
 
 // Decode reads a TokenRequest (JSON or the protobuf envelope).
-func Decode(body []byte) (*authenticationv1.TokenRequest, error) {
-	tr := &authenticationv1.TokenRequest{}
+func Decode(body []byte) (*TokenRequest, error) {
+	tr := &TokenRequest{}
 	if bytes.HasPrefix(body, protoMagic) {
 		av, k, err := wire.DecodeProto(body, tr)
 		if err != nil {
@@ -46,7 +44,7 @@ func Decode(body []byte) (*authenticationv1.TokenRequest, error) {
 }
 
 // Encode writes a TokenRequest as JSON or in the protobuf envelope.
-func Encode(tr *authenticationv1.TokenRequest, protobuf bool) ([]byte, error) {
+func Encode(tr *TokenRequest, protobuf bool) ([]byte, error) {
 	tr.APIVersion, tr.Kind = apiVersion, kind
 	if protobuf {
 		return wire.EncodeProto(apiVersion, kind, tr)
@@ -55,7 +53,7 @@ func Encode(tr *authenticationv1.TokenRequest, protobuf bool) ([]byte, error) {
 }
 
 // KeyOf is the key of a token request made by identity for namespace/serviceAccount.
-func KeyOf(identity, namespace, serviceAccount string, tr *authenticationv1.TokenRequest) Key {
+func KeyOf(identity, namespace, serviceAccount string, tr *TokenRequest) Key {
 	k := Key{Identity: identity, Namespace: namespace, ServiceAccount: serviceAccount, UID: string(tr.UID),
 		Audiences: tr.Spec.Audiences}
 	if tr.Spec.ExpirationSeconds != nil {
@@ -68,7 +66,7 @@ func KeyOf(identity, namespace, serviceAccount string, tr *authenticationv1.Toke
 }
 
 // EntryOf is what is kept of the cloud's answer to a token request.
-func EntryOf(answer *authenticationv1.TokenRequest) (Entry, error) {
+func EntryOf(answer *TokenRequest) (Entry, error) {
 	st := answer.Status
 	if st.Token == "" {
 		return Entry{}, errors.New("tokens: an answer without a token")
@@ -86,7 +84,7 @@ func EntryOf(answer *authenticationv1.TokenRequest) (Entry, error) {
 
 // Answer is the TokenRequest the apiserver would return for req with the kept entry: the request
 // echoed, with the spec as the cloud filled it and the kept token in its status.
-func Answer(req *authenticationv1.TokenRequest, namespace, serviceAccount string, e Entry, now time.Time) *authenticationv1.TokenRequest {
+func Answer(req *TokenRequest, namespace, serviceAccount string, e Entry, now time.Time) *TokenRequest {
 	out := req.DeepCopy()
 	out.Name, out.Namespace = serviceAccount, namespace
 	out.CreationTimestamp.Time = now.Truncate(time.Second)

@@ -7,8 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"time"
-
-	authenticationv1 "k8s.io/api/authentication/v1"
 )
 
 // StandInLife is how long a stand-in token claims to live: kubelet asks again at its next volume
@@ -23,7 +21,7 @@ const StandInIssuer = "nodehub-offline-stand-in"
 // random per call, so no server accepts it. It lets kubelet mount the pod's projected token volume
 // and start the pod; the pod's calls with it fail authentication until kubelet replaces it (its
 // expirationTimestamp is StandInLife ahead, so kubelet asks again at its next sync).
-func StandIn(req *authenticationv1.TokenRequest, namespace, serviceAccount string, now time.Time) *authenticationv1.TokenRequest {
+func StandIn(req *TokenRequest, namespace, serviceAccount string, now time.Time) *TokenRequest {
 	exp := now.Add(StandInLife)
 	claims := map[string]any{
 		"iss": StandInIssuer,

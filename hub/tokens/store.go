@@ -9,12 +9,16 @@
 // crash leaves each file either whole and old or whole and new; at most the changes of the last
 // SaveDelay are lost. A refreshed token lost that way leaves the previous one of the same request,
 // which is still valid (kubelet refreshes a token at 80% of its life); a token for a new pod lost
-// that way means the pod gets a stand-in offline until the cloud returns. One refresh costs one
-// small file write, never an fsync of its own.
+// that way means the pod gets a stand-in offline until the cloud returns. A refresh whose
+// predecessor on disk stays valid for more than PersistHorizon is not written until a clean stop
+// (SaveAll) or until that predecessor nears its end: kubelet's default tokens, which the apiserver
+// makes valid for a year, are written once per pod, not once per hourly refresh. A written token
+// costs one small file, never an fsync of its own.
 //
 // A token is served to the identity that asked for it only (Key.Identity), and only while valid;
 // expired entries are deleted from memory and disk. The store is bounded in entries and bytes:
-// beyond either bound the entry that expires first goes.
+// beyond either bound the entry that expires first goes; clients with their own credentials may
+// hold a quarter of either, and their tokens go before kubelet's.
 package tokens
 
 import (
@@ -24,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -43,12 +48,21 @@ const (
 	// maxEntryBytes bounds one entry (a token is about 1 KB; the apiserver's are far below this).
 	maxEntryBytes = 16 << 10
 	pruneEvery    = time.Minute
+	// PersistHorizon: a refreshed token is written at once only when the token on disk for the
+	// same request has less validity left than this; else it waits for a clean stop (or for the
+	// disk copy to near its end). Kubelet's default tokens are valid for a year (the apiserver
+	// extends them), so their hourly refreshes cost the flash nothing.
+	PersistHorizon = 24 * time.Hour
 )
+
+// NodeIdentity is Key.Identity for the node's own clients (kubelet).
+const NodeIdentity = "node"
 
 // Key is what makes two token requests the same: who asked, for which ServiceAccount, audiences,
 // lifetime and bound object (kubelet's own token cache key, plus the identity).
 type Key struct {
-	// Identity is the requester: "node" for the node's own clients, else a hash of the credential.
+	// Identity is the requester: NodeIdentity for the node's own clients, else a hash of the
+	// credential.
 	Identity          string   `json:"identity"`
 	Namespace         string   `json:"namespace"`
 	ServiceAccount    string   `json:"serviceAccount"`
@@ -85,6 +99,7 @@ type record struct {
 	Key   Key   `json:"key"`
 	Entry Entry `json:"entry"`
 	size  int64
+	disk  time.Time // ValidUntil of the copy on disk; zero: none
 }
 
 // Store is the token store. Build it with Open; Run saves it.
@@ -96,10 +111,13 @@ type Store struct {
 	log        *slog.Logger
 	now        func() time.Time
 
+	saving sync.Mutex // one save at a time
+
 	mu      sync.Mutex
 	m       map[string]*record
 	bytes   int64
 	dirty   map[string]bool // names to write (present) or delete (absent from m)
+	pending map[string]bool // names whose newer token waits for a clean stop (PersistHorizon)
 	kick    chan struct{}
 	saveErr error
 }
@@ -117,7 +135,7 @@ type Options struct {
 // ones. An empty dir keeps tokens in memory only.
 func Open(dir string, o Options) (*Store, error) {
 	s := &Store{dir: dir, maxEntries: o.MaxEntries, maxBytes: o.MaxBytes, saveDelay: o.SaveDelay, log: o.Log, now: o.Now,
-		m: map[string]*record{}, dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
+		m: map[string]*record{}, dirty: map[string]bool{}, pending: map[string]bool{}, kick: make(chan struct{}, 1)}
 	if s.maxEntries <= 0 {
 		s.maxEntries = DefaultMaxEntries
 	}
@@ -159,6 +177,7 @@ func Open(dir string, o Options) (*Store, error) {
 			os.Remove(p)
 			continue
 		}
+		r.disk = r.Entry.ValidUntil
 		s.m[name] = r
 		s.bytes += r.size
 	}
@@ -172,16 +191,15 @@ func readRecord(path string) (*record, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b := make([]byte, maxEntryBytes+1)
-	n, err := f.Read(b)
-	if err != nil || n > maxEntryBytes {
+	b, err := io.ReadAll(io.LimitReader(f, maxEntryBytes+1))
+	if err != nil || len(b) > maxEntryBytes {
 		return nil, errors.New("tokens: unreadable entry")
 	}
 	var r record
-	if err := json.Unmarshal(b[:n], &r); err != nil || r.Entry.Token == "" {
+	if err := json.Unmarshal(b, &r); err != nil || r.Entry.Token == "" {
 		return nil, errors.New("tokens: unreadable entry")
 	}
-	r.size = int64(n)
+	r.size = int64(len(b))
 	return &r, nil
 }
 
@@ -200,12 +218,22 @@ func (s *Store) Put(k Key, e Entry) {
 	s.mu.Lock()
 	if old := s.m[name]; old != nil {
 		s.bytes -= old.size
+		r.disk = old.disk
 	}
 	s.m[name] = r
 	s.bytes += r.size
-	s.dirty[name] = true
+	later := r.disk.After(s.now().Add(PersistHorizon))
+	if later {
+		s.pending[name] = true // the older token on disk stays valid long enough
+	} else {
+		delete(s.pending, name)
+		s.dirty[name] = true
+	}
 	s.evictLocked()
 	s.mu.Unlock()
+	if later {
+		return
+	}
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -239,34 +267,64 @@ func (s *Store) dropLocked(name string) {
 	if r := s.m[name]; r != nil {
 		s.bytes -= r.size
 		delete(s.m, name)
+		delete(s.pending, name)
 		s.dirty[name] = true
 	}
 }
 
-// evictLocked drops entries that expire first until the store is within its bounds.
+// evictLocked drops entries until the store is within its bounds: the tokens of clients with
+// their own credentials first (they may hold at most a quarter of the entries and bytes, so no
+// pod can push kubelet's tokens out), then those that expire first.
 func (s *Store) evictLocked() {
-	if len(s.m) <= s.maxEntries && s.bytes <= s.maxBytes {
+	others, otherBytes := 0, int64(0)
+	for _, r := range s.m {
+		if r.Key.Identity != NodeIdentity {
+			others++
+			otherBytes += r.size
+		}
+	}
+	within := func() bool {
+		return len(s.m) <= s.maxEntries && s.bytes <= s.maxBytes && others <= s.maxEntries/4 && otherBytes <= s.maxBytes/4
+	}
+	if within() {
 		return
 	}
 	names := make([]string, 0, len(s.m))
 	for n := range s.m {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return s.m[names[i]].Entry.ValidUntil.Before(s.m[names[j]].Entry.ValidUntil) })
+	sort.Slice(names, func(i, j int) bool {
+		a, b := s.m[names[i]], s.m[names[j]]
+		if an, bn := a.Key.Identity == NodeIdentity, b.Key.Identity == NodeIdentity; an != bn {
+			return bn
+		}
+		return a.Entry.ValidUntil.Before(b.Entry.ValidUntil)
+	})
 	for _, n := range names {
-		if len(s.m) <= s.maxEntries && s.bytes <= s.maxBytes {
+		if within() {
 			return
+		}
+		if r := s.m[n]; r.Key.Identity != NodeIdentity {
+			others--
+			otherBytes -= r.size
 		}
 		s.dropLocked(n)
 	}
 }
 
-// pruneLocked drops expired entries.
+// pruneLocked drops expired entries, and schedules the write of newer tokens whose copy on disk
+// nears its end.
 func (s *Store) pruneLocked() {
 	now := s.now()
 	for n, r := range s.m {
 		if !now.Before(r.Entry.ValidUntil) {
 			s.dropLocked(n)
+		}
+	}
+	for n := range s.pending {
+		if r := s.m[n]; r != nil && !r.disk.After(now.Add(PersistHorizon)) {
+			delete(s.pending, n)
+			s.dirty[n] = true
 		}
 	}
 }
@@ -307,20 +365,34 @@ func (s *Store) saveLogged() {
 	}
 }
 
-// Save writes what changed since the last save (see the package comment for what it guarantees).
-func (s *Store) Save() error {
+// Save writes what changed since the last save, except refreshes PersistHorizon lets wait (see
+// the package comment for what it guarantees).
+func (s *Store) Save() error { return s.save(false) }
+
+// SaveAll writes every change, refreshes that could wait too: at a clean stop.
+func (s *Store) SaveAll() error { return s.save(true) }
+
+func (s *Store) save(all bool) error {
+	s.saving.Lock()
+	defer s.saving.Unlock()
+	s.mu.Lock()
+	if all {
+		for n := range s.pending {
+			s.dirty[n] = true
+		}
+		clear(s.pending)
+	}
 	if s.dir == "" {
-		s.mu.Lock()
 		clear(s.dirty)
 		s.mu.Unlock()
 		return nil
 	}
-	s.mu.Lock()
 	ps := make([]pair, 0, len(s.dirty))
 	for n := range s.dirty {
 		p := pair{name: n}
 		if r := s.m[n]; r != nil {
 			p.data, _ = json.Marshal(r)
+			p.valid = r.Entry.ValidUntil
 		}
 		ps = append(ps, p)
 	}
@@ -330,20 +402,24 @@ func (s *Store) Save() error {
 		return nil
 	}
 	err := s.write(ps)
-	if err != nil { // try again with the next batch
-		s.mu.Lock()
-		for _, p := range ps {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range ps {
+		switch r := s.m[p.name]; {
+		case err != nil: // try again with the next batch
 			s.dirty[p.name] = true
+		case r != nil && p.data != nil:
+			r.disk = p.valid
 		}
-		s.mu.Unlock()
 	}
 	return err
 }
 
 // pair is one file of a batch: its new contents, or nil to delete it.
 type pair struct {
-	name string
-	data []byte
+	name  string
+	data  []byte
+	valid time.Time
 }
 
 // write applies one batch: temporary files, one syncfs, renames and removals, one directory fsync.

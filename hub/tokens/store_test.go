@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -160,8 +159,8 @@ func TestRunSavesInOneBatch(t *testing.T) {
 
 func TestRequestRoundTrip(t *testing.T) {
 	exp := int64(3607)
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp,
-		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "p", UID: "u"}}}
+	req := &TokenRequest{Spec: TokenRequestSpec{ExpirationSeconds: &exp,
+		BoundObjectRef: &BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "p", UID: "u"}}}
 	for _, pb := range []bool{false, true} {
 		b, err := Encode(req, pb)
 		if err != nil {
@@ -178,7 +177,7 @@ func TestRequestRoundTrip(t *testing.T) {
 	valid := time.Now().Add(365 * 24 * time.Hour).Truncate(time.Second)
 	answer := req.DeepCopy()
 	answer.Spec.Audiences = []string{"https://kubernetes.default.svc"}
-	answer.Status = authenticationv1.TokenRequestStatus{Token: jwt(valid), ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}
+	answer.Status = TokenRequestStatus{Token: jwt(valid), ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}
 	e, err := EntryOf(answer)
 	if err != nil || !e.ValidUntil.Equal(valid) {
 		t.Fatalf("entry %+v %v: validity should be the JWT's exp", e, err)
@@ -193,5 +192,68 @@ func TestRequestRoundTrip(t *testing.T) {
 	si := StandIn(req, "ns", "sa", time.Now())
 	if si.Status.Token == "" || si.Status.ExpirationTimestamp.Time.After(time.Now().Add(StandInLife+time.Second)) {
 		t.Fatalf("stand-in %+v", si.Status)
+	}
+}
+
+func TestRefreshOfALongLivedTokenWaitsForACleanStop(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	clock := now
+	s, _ := Open(dir, Options{Now: func() time.Time { return clock }})
+	year := Entry{Token: "first", ValidUntil: now.Add(365 * 24 * time.Hour)}
+	s.Put(key("node", "p"), year)
+	s.Save()
+	refreshed := year
+	refreshed.Token, refreshed.ValidUntil = "second", year.ValidUntil.Add(time.Hour)
+	s.Put(key("node", "p"), refreshed)
+	if got, _ := s.Get(key("node", "p")); got.Token != "second" {
+		t.Fatalf("served %q, want the newest token", got.Token)
+	}
+	s.Save()
+	if r, _ := Open(dir, Options{Now: func() time.Time { return clock }}); r.m[key("node", "p").name()].Entry.Token != "first" {
+		t.Fatal("a refresh of a year-long token was written before a clean stop")
+	}
+	s.SaveAll()
+	if r, _ := Open(dir, Options{Now: func() time.Time { return clock }}); r.m[key("node", "p").name()].Entry.Token != "second" {
+		t.Fatal("a clean stop did not write the newest token")
+	}
+	// A short-lived token (not extended): every refresh is written at the next batch.
+	hour := Entry{Token: "h1", ValidUntil: now.Add(time.Hour)}
+	s.Put(key("node", "q"), hour)
+	s.Save()
+	hour.Token, hour.ValidUntil = "h2", now.Add(2*time.Hour)
+	s.Put(key("node", "q"), hour)
+	s.Save()
+	if r, _ := Open(dir, Options{Now: func() time.Time { return clock }}); r.m[key("node", "q").name()].Entry.Token != "h2" {
+		t.Fatal("a refresh of an hour-long token waited")
+	}
+	// A waiting refresh is written once the copy on disk nears its end.
+	s.Put(key("node", "p"), Entry{Token: "third", ValidUntil: refreshed.ValidUntil.Add(time.Hour)})
+	clock = refreshed.ValidUntil.Add(-time.Hour)
+	s.mu.Lock()
+	s.pruneLocked()
+	s.mu.Unlock()
+	s.Save()
+	if r, _ := Open(dir, Options{Now: func() time.Time { return clock }}); r.m[key("node", "p").name()].Entry.Token != "third" {
+		t.Fatal("a waiting refresh was not written as the disk copy neared its end")
+	}
+}
+
+func TestOtherCallersCannotPushKubeletsTokensOut(t *testing.T) {
+	now := time.Now()
+	s, _ := Open("", Options{MaxEntries: 8, MaxBytes: 1 << 20})
+	for i := 0; i < 4; i++ {
+		s.Put(key(NodeIdentity, fmt.Sprint(i)), Entry{Token: "t", ValidUntil: now.Add(time.Hour)})
+	}
+	for i := 0; i < 50; i++ { // a pod asking for many long-lived tokens
+		s.Put(key("cred:pod", fmt.Sprint(i)), Entry{Token: "t", ValidUntil: now.Add(365 * 24 * time.Hour)})
+	}
+	for i := 0; i < 4; i++ {
+		if _, ok := s.Get(key(NodeIdentity, fmt.Sprint(i))); !ok {
+			t.Fatalf("kubelet's token %d pushed out", i)
+		}
+	}
+	if s.Len() > 8 || s.Len() < 5 {
+		t.Fatalf("len %d", s.Len())
 	}
 }
