@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"nodehub/e2e/harness"
@@ -100,7 +103,7 @@ func benchHealth(e *env, o options) error {
 			_ = watchStream(wctx, h.ProxyURL+list+"&watch=true", kubeletUA)
 			ended <- time.Now()
 		}()
-		time.Sleep(3 * time.Second)
+		time.Sleep(time.Duration(3000+230*i) * time.Millisecond) // returns at different points of the 1 s probes
 		if err := relay.Pass(); err != nil {
 			cancel()
 			stopReader()
@@ -175,8 +178,13 @@ func benchHealth(e *env, o options) error {
 		}
 	}
 
+	syns, err := synDropCost(e)
+	if err != nil {
+		return err
+	}
+
 	fmt.Printf("\n## health at the default flags (heartbeat 10 s, timeout 2 s, 3 failures, 2 successes), one apiserver behind a relay that black-holes the link (connections accepted, nothing answered)\n")
-	fmt.Printf("outage_noticed_each_cycle\t%s\t(kubelet-like client reading its Node every 100 ms; %d cycles of 3 s offline)\n", durs(downs), cycles)
+	fmt.Printf("outage_noticed_each_cycle\t%s\t(kubelet-like client reading its Node every 100 ms; %d cycles of 3–4 s offline)\n", durs(downs), cycles)
 	fmt.Printf("return_noticed_each_cycle\t%s\t(same cycles; unhealthy server probed every second with GET /readyz)\n", durs(ups))
 	fmt.Printf("offline_watch_ended_after_return\t%s\t(a kubelet pod watch opened offline, per cycle)\n", durs(ends))
 	fmt.Printf("outage_noticed_idle\t%v\t(no client request at all: the heartbeat and its two retries)\n", idle.Round(time.Millisecond))
@@ -186,6 +194,7 @@ func benchHealth(e *env, o options) error {
 	}
 	fmt.Printf("probes_per_hour_offline\t%d\t(connections into the black hole in 30 s ×120)\n", conns*120)
 	fmt.Printf("bytes_sent_per_hour_offline\t%.0f KB\t(TCP payload into the black hole in 30 s ×120: %.0f B per probe, the TLS ClientHello; plus TCP/IP headers)\n", float64(sent*120)/1000, perProbe)
+	fmt.Printf("syns_per_hour_offline_dropping_link\t%d SYNs, %d KB\t(a server whose SYNs are dropped: listen queue full; kernel ListenOverflows in 30 s ×120; 60-B SYNs; %.1f a second)\n", syns*120, syns*120*60/1000, float64(syns)/30)
 	fmt.Printf("cold_start_black_hole_to_first_cached_answer\t%s\t(exec of a hub with a cache of %d pods to its first answer to kubelet's pod list, 5 starts)\n", durs(colds), o.pods)
 	return nil
 }
@@ -197,4 +206,67 @@ func durs(ds []time.Duration) string {
 		s[i] = d.Round(time.Millisecond).String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// synDropCost runs a hub against a server whose SYNs are dropped (a listener whose accept queue is
+// full: the kernel drops further SYNs and counts each in TcpExt ListenOverflows, as a dead link
+// would swallow them) and counts the SYNs it sends in 30 s once it knows the server is unhealthy.
+func synDropCost(e *env) (syns int64, err error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return 0, err
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		return 0, err
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		return 0, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	for i := 0; i < 2; i++ { // fill the accept queue (one connection with a backlog of 0)
+		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
+			defer c.Close()
+		}
+	}
+	e.n++
+	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: "https://" + addr, Args: defaultHealthFlags})
+	if err != nil {
+		return 0, err
+	}
+	defer h.Stop()
+	time.Sleep(5 * time.Second)
+	before, err := listenOverflows()
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(30 * time.Second)
+	after, err := listenOverflows()
+	return after - before, err
+}
+
+// listenOverflows reads TcpExt ListenOverflows from /proc/net/netstat.
+func listenOverflows() (int64, error) {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return 0, err
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		k, v := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		for j := range k {
+			if k[j] == "ListenOverflows" && j < len(v) {
+				return strconv.ParseInt(v[j], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no ListenOverflows in /proc/net/netstat")
 }

@@ -20,13 +20,13 @@ func TestCloudStateStartsUnknown(t *testing.T) {
 	if st := s.settle(context.Background()); st != remote.Unknown {
 		t.Fatalf("settle: %v", st)
 	}
-	if d := time.Since(start); d < coldWait/2 || d > coldWait+50*time.Millisecond {
+	if d := time.Since(start); d < coldWait/2 || d > coldWait+time.Second {
 		t.Fatalf("settle waited %v, want about %v", d, coldWait)
 	}
 	// Once the cold-start wait is over, it does not wait at all.
 	start = time.Now()
 	s.settle(context.Background())
-	if d := time.Since(start); d > 5*time.Millisecond {
+	if d := time.Since(start); d >= coldWait {
 		t.Fatalf("settle after the cold-start wait took %v", d)
 	}
 	// A verdict during the wait ends it at once.

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,6 +153,12 @@ func (h *health) result(seq uint64, started time.Time, kind probeKind, err error
 		}
 	} else {
 		if seq < h.runFirst {
+			return prev, false
+		}
+		if prev == Unknown && errors.Is(err, ErrNoCredentials) {
+			// Not the server's fault, and no verdict on it: still unknown until the node's
+			// credentials are there (a bootstrapping node is served from its cache meanwhile).
+			h.lastErr = err
 			return prev, false
 		}
 		h.lastErr = err

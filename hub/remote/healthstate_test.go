@@ -315,3 +315,18 @@ func TestCheckerLoop(t *testing.T) {
 }
 
 func (c change) String() string { return fmt.Sprintf("%v@%v", c.state, c.at) }
+
+// A node still bootstrapping its certificate has no verdict on the server: it stays unknown, and
+// turns healthy at the first answer once the certificate is there.
+func TestNoCredentialsIsNoVerdict(t *testing.T) {
+	s := newSim(func(d time.Duration, _ probeKind) (time.Duration, error) {
+		if d < 3*time.Second {
+			return 0, ErrNoCredentials
+		}
+		return rtt, nil
+	})
+	s.run(10 * time.Second)
+	if len(s.changes) != 1 || s.changes[0] != (change{3*time.Second + rtt, Healthy}) {
+		t.Fatalf("bootstrapping node: %v (want healthy at the first answer after 3 s)", s.changes)
+	}
+}

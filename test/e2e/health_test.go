@@ -18,14 +18,14 @@ import (
 	"nodehub/e2e/harness"
 )
 
-// defaultHealth undoes the harness's fast heartbeat: these tests hold nodehub to its targets at
+// defaultHealthFlags undoes the harness's fast heartbeat: these tests hold nodehub to its targets at
 // the default flags (heartbeat every 10 s, timeout 2 s, 3 failures, 2 successes).
-var defaultHealth = []string{"--heartbeat-interval-seconds=10", "--heartbeat-timeout-seconds=2",
+var defaultHealthFlags = []string{"--heartbeat-interval-seconds=10", "--heartbeat-timeout-seconds=2",
 	"--heartbeat-failed-retry=3", "--heartbeat-healthy-threshold=2"}
 
-// waitHealth polls the hub's health gauge of server addr every 10 ms until it reads want and
+// healthGaugeWithin polls the hub's health gauge of server addr every 10 ms until it reads want and
 // returns how long that took (-1 when it did not within d).
-func waitHealth(h *harness.Hub, addr string, want float64, d time.Duration) time.Duration {
+func healthGaugeWithin(h *harness.Hub, addr string, want float64, d time.Duration) time.Duration {
 	start := time.Now()
 	for time.Since(start) < d {
 		if v, err := h.Metric(`nodehub_server_healthy{server="` + addr + `"}`); err == nil && v == want {
@@ -36,9 +36,9 @@ func waitHealth(h *harness.Hub, addr string, want float64, d time.Duration) time
 	return -1
 }
 
-// waitClosed waits until a watch's event channel closes and returns when it did (zero time: not
+// watchClosedWithin waits until a watch's event channel closes and returns when it did (zero time: not
 // within d).
-func waitClosed(evs <-chan map[string]any, d time.Duration) time.Time {
+func watchClosedWithin(evs <-chan map[string]any, d time.Duration) time.Time {
 	deadline := time.After(d)
 	for {
 		select {
@@ -52,8 +52,8 @@ func waitClosed(evs <-chan map[string]any, d time.Duration) time.Time {
 	}
 }
 
-// reader is the node's clients at work: kubelet reading its Node every 100 ms through the hub.
-func reader(t *testing.T, ctx context.Context, h *harness.Hub) {
+// nodeReader is the node's clients at work: kubelet reading its Node every 100 ms through the hub.
+func nodeReader(t *testing.T, ctx context.Context, h *harness.Hub) {
 	cl := &http.Client{Timeout: 10 * time.Second}
 	go func() {
 		for ctx.Err() == nil {
@@ -87,8 +87,8 @@ func TestHealthFollowsTheLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer relay.Refuse()
-	h := startHubServers(t, relay.URL(), defaultHealth...)
-	if d := waitHealth(h, relay.Addr, 1, 5*time.Second); d < 0 {
+	h := startHubServers(t, relay.URL(), defaultHealthFlags...)
+	if d := healthGaugeWithin(h, relay.Addr, 1, 5*time.Second); d < 0 {
 		t.Fatal("never healthy")
 	}
 	kubelet := h.Client(kubeletUA, true)
@@ -97,7 +97,7 @@ func TestHealthFollowsTheLink(t *testing.T) {
 	if _, err := kubelet.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reader(t, ctx, h)
+	nodeReader(t, ctx, h)
 	watchPath := "/api/v1/pods?watch=true&allowWatchBookmarks=true&fieldSelector=spec.nodeName%3D" + harness.NodeName
 	for cycle, pause := range []time.Duration{3 * time.Second, 6500 * time.Millisecond, 4200 * time.Millisecond, 8 * time.Second} {
 		time.Sleep(pause) // the cuts fall at different points of the heartbeat's 10 s
@@ -107,12 +107,12 @@ func TestHealthFollowsTheLink(t *testing.T) {
 		if err := relay.BlackHole(); err != nil {
 			t.Fatal(err)
 		}
-		down := waitHealth(h, relay.Addr, 0, 10*time.Second)
+		down := healthGaugeWithin(h, relay.Addr, 0, 10*time.Second)
 		noticed := time.Now()
 		if down < 0 || down > 3*time.Second {
 			t.Fatalf("cycle %d: outage noticed after %v (want ≤ 3 s)", cycle, down)
 		}
-		if end := waitClosed(online, 2*time.Second); end.IsZero() {
+		if end := watchClosedWithin(online, 2*time.Second); end.IsZero() {
 			t.Fatalf("cycle %d: a watch proxied to the cloud stayed open after the outage was noticed", cycle)
 		} else if d := end.Sub(noticed); d > time.Second {
 			t.Fatalf("cycle %d: proxied watch ended %v after the outage was noticed", cycle, d)
@@ -128,11 +128,11 @@ func TestHealthFollowsTheLink(t *testing.T) {
 			t.Fatal(err)
 		}
 		back := time.Now()
-		up := waitHealth(h, relay.Addr, 1, 10*time.Second)
+		up := healthGaugeWithin(h, relay.Addr, 1, 10*time.Second)
 		if up < 0 || up > 2*time.Second {
 			t.Fatalf("cycle %d: return noticed after %v (want ≤ 2 s)", cycle, up)
 		}
-		end := waitClosed(offline, 3*time.Second)
+		end := watchClosedWithin(offline, 3*time.Second)
 		if end.IsZero() || end.Sub(back) > 2*time.Second {
 			t.Fatalf("cycle %d: offline watch still open 2 s after the return", cycle)
 		}
@@ -145,7 +145,7 @@ func TestHealthFollowsTheLink(t *testing.T) {
 		if err := cluster.Admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
-		if !sawEvent(evs, name, 5*time.Second) {
+		if !watchSawObject(evs, name, 5*time.Second) {
 			t.Fatalf("cycle %d: a watch opened after the return got no event from the cloud", cycle)
 		}
 		wcancel()
@@ -154,8 +154,8 @@ func TestHealthFollowsTheLink(t *testing.T) {
 	}
 }
 
-// sawEvent reports whether a watch delivers an event about the named object within d.
-func sawEvent(evs <-chan map[string]any, name string, d time.Duration) bool {
+// watchSawObject reports whether a watch delivers an event about the named object within d.
+func watchSawObject(evs <-chan map[string]any, name string, d time.Duration) bool {
 	deadline := time.After(d)
 	for {
 		select {
@@ -186,7 +186,7 @@ func TestColdStartInBlackHole(t *testing.T) {
 	}
 	defer relay.Refuse()
 	dir := t.TempDir()
-	h := startHubIn(t, dir, relay.URL(), defaultHealth...)
+	h := startHubIn(t, dir, relay.URL(), defaultHealthFlags...)
 	kubelet := h.Client(kubeletUA, true)
 	nodeSel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}
 	online := podNames(t, kubelet, "", nodeSel)
@@ -201,7 +201,7 @@ func TestColdStartInBlackHole(t *testing.T) {
 	}
 	list := h.ProxyURL + "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName
 	start := time.Now()
-	h2, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: dir, Servers: relay.URL(), NoWait: true, Args: defaultHealth})
+	h2, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: dir, Servers: relay.URL(), NoWait: true, Args: defaultHealthFlags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestColdStartInBlackHole(t *testing.T) {
 	if err := relay.Pass(); err != nil {
 		t.Fatal(err)
 	}
-	if up := waitHealth(h2, relay.Addr, 1, 10*time.Second); up < 0 || up > 2*time.Second {
+	if up := healthGaugeWithin(h2, relay.Addr, 1, 10*time.Second); up < 0 || up > 2*time.Second {
 		t.Fatalf("return after a cold start noticed after %v (want ≤ 2 s)", up)
 	}
 }
@@ -270,9 +270,9 @@ func TestSlowPodReadKeepsNodeOnline(t *testing.T) {
 	if _, err := cluster.Admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	h := startHubServers(t, cluster.APIServers[0].URL, defaultHealth...) // one server: nowhere else to go
+	h := startHubServers(t, cluster.APIServers[0].URL, defaultHealthFlags...) // one server: nowhere else to go
 	addr := strings.TrimPrefix(cluster.APIServers[0].URL, "https://")
-	if waitHealth(h, addr, 1, 5*time.Second) < 0 {
+	if healthGaugeWithin(h, addr, 1, 5*time.Second) < 0 {
 		t.Fatal("never healthy")
 	}
 	get := func(query string) (int, string, time.Duration) {
