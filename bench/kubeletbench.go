@@ -106,7 +106,7 @@ func benchKubelet(e *env, o options) error {
 	}
 	// The whole node: kubelet, kube-proxy and nodehub stop; nodehub and then both start again.
 	hn.Proxy.Stop()
-	hn.Kubelet.Stop()
+	hn.StopKubelet()
 	h.Stop()
 	t0 := time.Now()
 	if err := h.Start(); err != nil {
@@ -140,7 +140,7 @@ func benchKubelet(e *env, o options) error {
 
 // restartKubelet stops the kubelet and measures from the new one's exec to n pods running.
 func restartKubelet(ctx context.Context, hn *harness.HollowNode, n int) (time.Duration, error) {
-	hn.Kubelet.Stop()
+	hn.StopKubelet()
 	t0 := time.Now()
 	if err := hn.Kubelet.Start(); err != nil {
 		return 0, err

@@ -40,6 +40,8 @@ type allowedError struct{ re, why string }
 var kubemarkErrors = []allowedError{
 	{`"Eviction manager: failed to (get HasDedicatedImageFs|synchronize)".*imagefs device is not found`, "the fake cadvisor has no image filesystem"},
 	{`"Failed to stat container log" err="unimplemented testing mock"`, "the fake runtime keeps no container logs"},
+	{`"Failed to start healthz server" err="listen tcp 127.0.0.1:10248: bind: address already in use"`,
+		"another kubelet on this machine holds the healthz port (kubemark has no flag for it; the tests use the read-only port)"},
 }
 
 // kubeletStartErrors are what every kubelet start logs in its first second, online too (the
@@ -530,7 +532,7 @@ func (k *kubeletScenario) nodeReboot(t *testing.T) {
 	k.offlineStart(t, "node reboot", func() error {
 		ctx := context.Background()
 		k.node.Proxy.Stop()
-		k.node.Kubelet.Stop()
+		k.node.StopKubelet()
 		k.hub.Stop()
 		if err := k.hub.Start(); err != nil {
 			return err

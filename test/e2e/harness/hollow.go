@@ -174,17 +174,58 @@ func (n *HollowNode) WaitKubelet(ctx context.Context, d time.Duration) error {
 // RestartKubelet stops the kubelet (its fake runtime, and so every container, goes with it, as
 // on a reboot) and starts it again.
 func (n *HollowNode) RestartKubelet(ctx context.Context) error {
-	n.Kubelet.Stop()
+	n.StopKubelet()
 	if err := n.Kubelet.Start(); err != nil {
 		return err
 	}
 	return n.WaitKubelet(ctx, 60*time.Second)
 }
 
+// StopKubelet stops the kubelet and removes the socket of its fake runtime, which kubemark leaves
+// in /tmp when it is stopped by a signal.
+func (n *HollowNode) StopKubelet() {
+	socks := unixSocketsOf(n.Kubelet.Pid(), "/tmp/kubelet_remote_")
+	n.Kubelet.Stop()
+	for _, s := range socks {
+		_ = os.Remove(s)
+	}
+}
+
+// unixSocketsOf returns the paths (starting with prefix) of the unix sockets process pid has open,
+// from /proc/<pid>/fd and /proc/net/unix.
+func unixSocketsOf(pid int, prefix string) []string {
+	if pid == 0 {
+		return nil
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if ino, ok := strings.CutPrefix(l, "socket:["); ok && err == nil {
+			inodes[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 8 && inodes[f[6]] && strings.HasPrefix(f[7], prefix) {
+			out = append(out, f[7])
+		}
+	}
+	return out
+}
+
 // Stop stops the node's processes and shims.
 func (n *HollowNode) Stop() {
 	if n.Kubelet != nil {
-		n.Kubelet.Stop()
+		n.StopKubelet()
 	}
 	if n.Proxy != nil {
 		n.Proxy.Stop()

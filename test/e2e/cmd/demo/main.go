@@ -218,7 +218,7 @@ current-context: hub
 
 	step("restarting the kubelet while offline (its fake runtime goes with it: every container must start again, as after a reboot)")
 	restartAt := time.Now()
-	node.Kubelet.Stop()
+	node.StopKubelet()
 	if err := node.Kubelet.Start(); err != nil {
 		return err
 	}
