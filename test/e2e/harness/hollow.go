@@ -3,8 +3,10 @@ package harness
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -93,7 +96,8 @@ type HollowNode struct {
 	// has no flag for the address).
 	KubeletPort, ReadOnlyPort int
 
-	shims []*UAShim
+	shims   []*UAShim
+	started time.Time // the first kubelet start
 }
 
 // StartHollowNode starts the hollow kubelet (and kube-proxy) of node o.Name; they run until Stop.
@@ -102,7 +106,7 @@ func (c *Cluster) StartHollowNode(ctx context.Context, o HollowOptions) (*Hollow
 	if o.V == 0 {
 		o.V = 2
 	}
-	n := &HollowNode{Name: o.Name, KubeletPort: FreePort(), ReadOnlyPort: FreePort()}
+	n := &HollowNode{Name: o.Name, KubeletPort: FreePort(), ReadOnlyPort: FreePort(), started: time.Now().Add(-time.Second)}
 	start := func(morph, component string) (*Proc, error) {
 		ua, err := UserAgent(component)
 		if err != nil {
@@ -182,44 +186,25 @@ func (n *HollowNode) RestartKubelet(ctx context.Context) error {
 }
 
 // StopKubelet stops the kubelet and removes the socket of its fake runtime, which kubemark leaves
-// in /tmp when it is stopped by a signal.
+// in /tmp (kubelet_remote_<random>.sock) when it is stopped by a signal: every such socket made
+// since the kubelet started that no process listens on any more.
 func (n *HollowNode) StopKubelet() {
-	socks := unixSocketsOf(n.Kubelet.Pid(), "/tmp/kubelet_remote_")
 	n.Kubelet.Stop()
-	for _, s := range socks {
-		_ = os.Remove(s)
-	}
-}
-
-// unixSocketsOf returns the paths (starting with prefix) of the unix sockets process pid has open,
-// from /proc/<pid>/fd and /proc/net/unix.
-func unixSocketsOf(pid int, prefix string) []string {
-	if pid == 0 {
-		return nil
-	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return nil
-	}
-	inodes := map[string]bool{}
-	for _, fd := range fds {
-		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if ino, ok := strings.CutPrefix(l, "socket:["); ok && err == nil {
-			inodes[strings.TrimSuffix(ino, "]")] = true
+	paths, _ := filepath.Glob("/tmp/kubelet_remote_*.sock")
+	for _, p := range paths {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.ModTime().Before(n.started) {
+			continue
+		}
+		c, err := net.DialTimeout("unix", p, time.Second)
+		if err == nil {
+			c.Close() // a live runtime: not ours, or not dead
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(p)
 		}
 	}
-	b, err := os.ReadFile("/proc/net/unix")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 8 && inodes[f[6]] && strings.HasPrefix(f[7], prefix) {
-			out = append(out, f[7])
-		}
-	}
-	return out
 }
 
 // Stop stops the node's processes and shims.
