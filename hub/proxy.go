@@ -15,6 +15,7 @@ import (
 
 	"nodehub/hub/local"
 	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
 	"nodehub/wire"
 )
 
@@ -78,7 +79,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if s.local != nil {
 		var own string
 		own, cred = s.cacheOwner(ri, r, id)
-		lreq = &local.Request{Info: ri, Own: own, Shared: id == remote.Node, Caller: callerOf(r, id)}
+		lreq = &local.Request{Info: ri, Own: own, Shared: id == remote.Node}
 		if st := s.state.get(); st == remote.Unhealthy || st == remote.Unknown && s.coldRead(r, lreq) {
 			s.metrics.offline.Inc(ri.Verb)
 			s.local.ServeHTTP(rec, r, lreq)
@@ -118,7 +119,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if lreq != nil && s.local.AnswersWrite(ri) {
 		px.kept = peekBody(r)
 		if px.kept != nil && isTokenRequest(ri) {
-			px.caller = lreq.Caller
+			px.caller = tokens.Caller(lreq.Shared, r.Header.Get("Authorization"))
 		}
 	}
 	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, px)

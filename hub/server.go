@@ -199,7 +199,7 @@ func New(cfg Config) (*Server, error) {
 		policy.Shared = sharedResources(cfg.Pool.Resources)
 		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, Log: cfg.Log,
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.vouch, Log: cfg.Log,
 			KubeletNode: func(raw []byte) []byte {
 				out, c := s.auto.apply(raw)
 				s.auto.seen(c)

@@ -2,15 +2,12 @@ package hub
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 
-	"nodehub/hub/remote"
 	"nodehub/hub/tokens"
 	"nodehub/wire"
 )
@@ -45,20 +42,6 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// callerOf names who asks, for what is kept per caller: the node's identity, or a hash of the
-// request's own credential ("" for none, which keeps nothing).
-func callerOf(r *http.Request, id remote.Identity) string {
-	if id == remote.Node {
-		return tokens.NodeIdentity
-	}
-	auth := r.Header.Get("Authorization")
-	if auth == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte("token-caller:" + auth))
-	return "cred:" + hex.EncodeToString(sum[:16])
-}
-
 // isTokenRequest reports whether a request asks for a ServiceAccount token.
 func isTokenRequest(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Verb == wire.VerbCreate && ri.Group == "" && ri.Resource == "serviceaccounts" && ri.Subresource == "token"
@@ -85,4 +68,14 @@ func (s *Server) recordToken(px *proxied, resp *http.Response) {
 		return
 	}
 	s.tokens.Put(tokens.KeyOf(px.caller, px.ri.Namespace, px.ri.Name, req), e)
+	s.vouch(e.Token)
+}
+
+// vouch records that the cloud issued token: a request that brings it reads and writes its
+// ServiceAccount's cache (identity.go) from the start, and again after the hub handed it out
+// offline (after a reboot, the identity table may have dropped a token issued long before).
+func (s *Server) vouch(token string) {
+	if c := credentialOf("Bearer " + token); c.sa != "" {
+		s.ids.learn(c.hash, c.sa)
+	}
 }

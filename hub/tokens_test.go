@@ -1,11 +1,9 @@
 package hub
 
 import (
-	"net/http/httptest"
+	"encoding/base64"
 	"path/filepath"
 	"testing"
-
-	"nodehub/hub/remote"
 )
 
 func TestTokenStoreNeverInsideTheCache(t *testing.T) {
@@ -21,15 +19,13 @@ func TestTokenStoreNeverInsideTheCache(t *testing.T) {
 	}
 }
 
-func TestCallerOf(t *testing.T) {
-	r := httptest.NewRequest("POST", "/", nil)
-	if callerOf(r, remote.Node) != "node" || callerOf(r, remote.Passthrough) != "" {
-		t.Fatal("node or anonymous caller")
-	}
-	r.Header.Set("Authorization", "Bearer a")
-	a := callerOf(r, remote.Passthrough)
-	r.Header.Set("Authorization", "Bearer b")
-	if b := callerOf(r, remote.Passthrough); a == b || a == "" || a == "node" {
-		t.Fatalf("credentials not told apart: %q %q", a, b)
+func TestVouchedTokenReadsItsServiceAccountsCache(t *testing.T) {
+	s := &Server{ids: newIdentities("", nil)}
+	enc := base64.RawURLEncoding.EncodeToString
+	tok := enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{"sub":"system:serviceaccount:ns:app"}`)) + ".sig"
+	s.vouch(tok)
+	c := credentialOf("Bearer " + tok)
+	if c.sa == "" || s.ids.owner(c.hash) != c.sa {
+		t.Fatal("a token the cloud issued is not known as its ServiceAccount's")
 	}
 }

@@ -34,12 +34,15 @@ func serve(t *testing.T, p *Proxy, method, path, body, caller string, shared boo
 	r := httptest.NewRequest(method, path, bytes.NewBufferString(body))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("User-Agent", "kubelet/v1.34.4")
+	if !shared {
+		r.Header.Set("Authorization", "Bearer "+caller)
+	}
 	ri, err := wire.ParseRequest(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
-	p.ServeHTTP(w, r, &Request{Info: ri, Own: "kubelet", Shared: shared, Caller: caller})
+	p.ServeHTTP(w, r, &Request{Info: ri, Own: "kubelet", Shared: shared})
 	return w
 }
 

@@ -23,6 +23,14 @@ type Proxy struct {
 	Store *cache.Store
 	// NodeName is this node: its Node, Lease and pods are the objects it may change offline.
 	NodeName string
+	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
+	// kept (the node's clients get stand-ins).
+	Tokens *tokens.Store
+	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
+	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
+	KubeletNode func(raw []byte) []byte
+	// TokenServed, if set, is told each token the cloud issued that is handed out offline.
+	TokenServed func(token string)
 	// Online reports whether the cloud is reachable; Changed returns a channel closed at the next
 	// change of that state. An offline watch ends as soon as the cloud is back.
 	Online  func() bool
@@ -33,13 +41,6 @@ type Proxy struct {
 	// WatchTimeout ends an offline watch that gave no timeoutSeconds. Default 5 minutes.
 	WatchTimeout time.Duration
 	Log          *slog.Logger
-
-	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
-	// kept (the node's clients get stand-ins).
-	Tokens *tokens.Store
-	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
-	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
-	KubeletNode func(raw []byte) []byte
 }
 
 // Request is one request as the hub routes it.
@@ -51,9 +52,6 @@ type Request struct {
 	// node-identity caches (kubectl on the gateway reads what kubelet and kube-proxy cached). A
 	// request with credentials of its own reads only its own cache.
 	Shared bool
-	// Caller identifies who asked, for what is kept per caller (tokens): "node" for the node's
-	// identity, else a hash of the request's credential; "" keeps nothing.
-	Caller string
 
 	// Owners are the caches this request reads, its own first; Accept is every media type the
 	// client accepts, in its order of preference. Both are filled on first use.

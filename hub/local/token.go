@@ -25,8 +25,11 @@ func (p *Proxy) token(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	now := time.Now()
-	if p.Tokens != nil && req.Caller != "" {
-		if e, ok := p.Tokens.Get(tokens.KeyOf(req.Caller, ri.Namespace, ri.Name, tr)); ok {
+	if caller := tokens.Caller(req.Shared, r.Header.Get("Authorization")); p.Tokens != nil && caller != "" {
+		if e, ok := p.Tokens.Get(tokens.KeyOf(caller, ri.Namespace, ri.Name, tr)); ok {
+			if p.TokenServed != nil {
+				p.TokenServed(e.Token)
+			}
 			p.writeToken(w, req, tokens.Answer(tr, ri.Namespace, ri.Name, e, now))
 			return
 		}

@@ -2,7 +2,9 @@ package tokens
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,4 +119,18 @@ func jwtExpiry(tok string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return time.Unix(claims.Exp, 0), true
+}
+
+// Caller names who asks, for what is kept per caller: NodeIdentity for the node's own clients
+// (node is true), else a hash of the request's Authorization header ("" for none, which keeps
+// nothing).
+func Caller(node bool, authorization string) string {
+	if node {
+		return NodeIdentity
+	}
+	if authorization == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("token-caller:" + authorization))
+	return "cred:" + hex.EncodeToString(sum[:16])
 }

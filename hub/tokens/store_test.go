@@ -257,3 +257,13 @@ func TestOtherCallersCannotPushKubeletsTokensOut(t *testing.T) {
 		t.Fatalf("len %d", s.Len())
 	}
 }
+
+func TestCaller(t *testing.T) {
+	if Caller(true, "Bearer x") != NodeIdentity || Caller(false, "") != "" {
+		t.Fatal("node or anonymous caller")
+	}
+	a, b := Caller(false, "Bearer a"), Caller(false, "Bearer b")
+	if a == b || a == "" || a == NodeIdentity {
+		t.Fatalf("credentials not told apart: %q %q", a, b)
+	}
+}
