@@ -253,6 +253,19 @@ func (b *Backend) CloseIdle() {
 	}
 }
 
+// closeIdleRequests closes the idle connections requests use, not the probes' (which just proved
+// themselves): when a server turns healthy again, the connections that lived through the outage
+// (their streams were cancelled when it began) are not trusted with new requests.
+func (b *Backend) closeIdleRequests() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, t := range b.transports {
+		if t != nil && i != pingSlot {
+			t.CloseIdleConnections()
+		}
+	}
+}
+
 func isUpgrade(r *http.Request) bool {
 	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header.Get("Connection"), "upgrade")
 }

@@ -167,6 +167,7 @@ func (c *Checker) change(b *Backend, s State, err error) {
 	switch s {
 	case Healthy:
 		c.Log.Info("cloud server healthy", "server", b.Name)
+		b.closeIdleRequests()
 	default:
 		c.Log.Warn("cloud server unhealthy", "server", b.Name, "err", err)
 		b.CloseIdle()
