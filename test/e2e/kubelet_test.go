@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -296,6 +297,10 @@ func (k *kubeletScenario) online(t *testing.T) {
 func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 	ctx := context.Background()
 	offset, proxyOffset := len(k.node.Kubelet.Log()), len(k.node.Proxy.Log())
+	before, err := requestCounts(k.hub)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := k.relay.BlackHole(); err != nil {
 		t.Fatal(err)
 	}
@@ -335,6 +340,24 @@ func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 	} else if err := harness.NodeReady(n); err != nil {
 		t.Errorf("through nodehub: %v", err)
 	}
+	// The kubelet's node status loop (a GET of its Node every 10 s, a patch when it changed) and
+	// its lease renewals (every 10 s) were answered by nodehub.
+	after, err := requestCounts(k.hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int(d/(10*time.Second)) - 2
+	for _, c := range []string{`verb="get",resource="nodes",component="kubelet",code="200"`, `verb="update",resource="leases",component="kubelet",code="200"`} {
+		if got := int(after[c] - before[c]); got < want {
+			t.Errorf("nodehub answered %d kubelet requests {%s} during the %v cut, want >= %d", got, c, d, want)
+		}
+	}
+	// Whatever else the node's components asked, nodehub answered it.
+	for c, v := range after {
+		if v > before[c] && !strings.HasSuffix(c, `code="200"`) && !strings.HasSuffix(c, `code="201"`) {
+			t.Errorf("during the cut: %v x nodehub_requests_total{%s}", v-before[c], c)
+		}
+	}
 	// No pod restarted, killed or recreated.
 	p, c, err := k.node.Running(ctx)
 	if err != nil || p != len(k.names) || c != len(k.names) {
@@ -356,6 +379,31 @@ func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 			t.Errorf("kube-proxy logged %d errors during the outage, first ones:\n%s", len(lines), strings.Join(lines[:min(len(lines), 10)], "\n"))
 		}
 	})
+}
+
+// requestCounts returns nodehub's nodehub_requests_total series by their labels.
+func requestCounts(h *harness.Hub) (map[string]float64, error) {
+	_, body, err := h.Get("/metrics")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, "nodehub_requests_total{")
+		if !ok {
+			continue
+		}
+		labels, v, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		m[labels] = f
+	}
+	return m, nil
 }
 
 // proxySynced says whether kube-proxy's log shows its service and EndpointSlice informers synced.
