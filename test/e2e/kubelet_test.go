@@ -340,18 +340,20 @@ func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 	} else if err := harness.NodeReady(n); err != nil {
 		t.Errorf("through nodehub: %v", err)
 	}
-	// The kubelet's node status loop (a GET of its Node every 10 s, a patch when it changed) and
-	// its lease renewals (every 10 s) were answered by nodehub.
+	// The kubelet's lease renewals (every 10 s) were answered by nodehub. Its node status loop
+	// runs every 10 s on the Node its informer holds (nodehub's watch) and patches the status
+	// when it changed or every 5 minutes (kubemark's report frequency), so a cut of a few
+	// minutes may see no patch; an error of that loop would fail the error check below.
 	after, err := requestCounts(k.hub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := int(d/(10*time.Second)) - 2
-	for _, c := range []string{`verb="get",resource="nodes",component="kubelet",code="200"`, `verb="update",resource="leases",component="kubelet",code="200"`} {
-		if got := int(after[c] - before[c]); got < want {
-			t.Errorf("nodehub answered %d kubelet requests {%s} during the %v cut, want >= %d", got, c, d, want)
-		}
+	leases := `verb="update",resource="leases",component="kubelet",code="200"`
+	if got, want := int(after[leases]-before[leases]), int(d/(10*time.Second))-2; got < want {
+		t.Errorf("nodehub answered %d kubelet lease renewals during the %v cut, want >= %d", got, d, want)
 	}
+	status := `verb="patch",resource="nodes/status",component="kubelet",code="200"`
+	t.Logf("during the cut nodehub answered %v lease renewals and %v node status patches of the kubelet", after[leases]-before[leases], after[status]-before[status])
 	// Whatever else the node's components asked, nodehub answered it.
 	for c, v := range after {
 		if v > before[c] && !strings.HasSuffix(c, `code="200"`) && !strings.HasSuffix(c, `code="201"`) {
