@@ -295,13 +295,16 @@ func (b *Backend) LastError() error {
 	return b.health.lastErr
 }
 
-// pingPath is the Checker's default small request: the apiserver's readiness (a few bytes; 500
-// while it shuts down or lost etcd, so traffic moves to another server). Every authenticated
-// client may read it (system:public-info-viewer).
+// pingPath is the Checker's default small request: the apiserver's readiness, a few bytes, exempt
+// from API priority and fairness (never queued behind a busy server's requests), readable by every
+// client (system:public-info-viewer).
 const pingPath = "/readyz"
 
 // Ping sends one GET /readyz with the node's identity: nil when the server answers with anything
-// but a 5xx.
+// but a gateway error (502, 503, 504: a load balancer in front of it with no server behind). A
+// probe asks whether the server can be reached; "not ready" (500: a readiness check failing, as
+// happens for seconds on a loaded server) is still an answer, and the heartbeat, a real write,
+// judges the rest.
 func (b *Backend) Ping(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://cloud"+pingPath, nil)
 	if err != nil {
@@ -319,7 +322,8 @@ func (b *Backend) Ping(ctx context.Context) error {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	if resp.StatusCode >= 500 {
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return fmt.Errorf("%s answered %d", pingPath, resp.StatusCode)
 	}
 	return nil

@@ -66,6 +66,7 @@ type health struct {
 	lastStart  time.Time // start of the last probe
 	nextBeat   time.Time // when a healthy server's next heartbeat is due
 	suspectAt  time.Time // a request found trouble (zero: none since the last good probe)
+	urgent     bool      // that trouble was a failure (refused, reset), not a wait: probe at once
 	started    bool      // the first probe went out
 }
 
@@ -87,6 +88,9 @@ func (h *health) nextProbe(t *timing) (at time.Time, kind probeKind, ok bool) {
 			return time.Time{}, 0, false // its answer (or timeout) is what counts
 		}
 		if !h.suspectAt.IsZero() {
+			if h.urgent {
+				return h.suspectAt, ping, true
+			}
 			return later(h.suspectAt, h.lastStart.Add(t.suspectGap)), ping, true
 		}
 		if h.fails > 0 {
@@ -110,6 +114,7 @@ func (h *health) nextProbe(t *timing) (at time.Time, kind probeKind, ok bool) {
 // start records a probe that goes out now and returns its sequence number.
 func (h *health) start(now time.Time, kind probeKind, t *timing) uint64 {
 	h.started = true
+	h.urgent = false
 	h.inflight++
 	h.seq++
 	h.lastStart = now
@@ -177,7 +182,7 @@ func (h *health) result(seq uint64, started time.Time, kind probeKind, err error
 		return prev, false
 	}
 	h.state.Store(int32(next))
-	h.suspectAt = time.Time{}
+	h.suspectAt, h.urgent = time.Time{}, false
 	h.oks = 0
 	if next == Healthy {
 		h.fails = 0
@@ -189,9 +194,20 @@ func (h *health) result(seq uint64, started time.Time, kind probeKind, err error
 }
 
 // suspect records that a request to a healthy server failed or waits too long; it reports whether
-// the checker should look (a new suspicion).
+// the checker should look (a new suspicion). A request that waits is probed for at most every
+// suspectGap; one that failed (nothing a client can cause at will) at once.
 func (h *health) suspect(now time.Time, err error) bool {
-	if h.get() != Healthy || !h.suspectAt.IsZero() {
+	if h.get() != Healthy {
+		return false
+	}
+	if !errors.Is(err, ErrNoAnswerYet) && !errors.Is(err, ErrSlow) && !h.urgent {
+		h.urgent = true
+		if h.suspectAt.IsZero() {
+			h.suspectAt = now
+		}
+		return true
+	}
+	if !h.suspectAt.IsZero() {
 		return false
 	}
 	h.suspectAt = now

@@ -109,7 +109,7 @@ func (s *sim) run(until time.Duration) {
 			}
 		}
 		if s.now%step == 0 && s.suspect != nil && s.suspect(s.now) {
-			s.h.suspect(s.at(s.now), errors.New("waiting"))
+			s.h.suspect(s.at(s.now), ErrNoAnswerYet)
 		}
 	}
 }
@@ -304,7 +304,7 @@ func TestCheckerLoop(t *testing.T) {
 		t.Fatalf("%d heartbeats right after turning healthy, want 1", beats.Load())
 	}
 	down.Store(true)
-	b.MarkSuspect(errors.New("waiting"))
+	b.MarkSuspect(ErrNoAnswerYet)
 	expect(Unhealthy, time.Second)
 	if b.LastError() == nil {
 		t.Fatal("no last error")
@@ -328,5 +328,36 @@ func TestNoCredentialsIsNoVerdict(t *testing.T) {
 	s.run(10 * time.Second)
 	if len(s.changes) != 1 || s.changes[0] != (change{3*time.Second + rtt, Healthy}) {
 		t.Fatalf("bootstrapping node: %v (want healthy at the first answer after 3 s)", s.changes)
+	}
+}
+
+// A request that waits asks for a probe at most every half second; one that failed (refused,
+// reset: nothing a client causes at will) gets it at once, even right after another probe.
+func TestFailedRequestProbesAtOnce(t *testing.T) {
+	var h health
+	h.init()
+	tm := defaultTiming
+	now := epoch
+	seq := h.start(now, ping, &tm)
+	h.result(seq, now, ping, nil, now.Add(rtt), &tm)
+	now = now.Add(100 * time.Millisecond)
+	if !h.suspect(now, ErrNoAnswerYet) {
+		t.Fatal("first suspicion ignored")
+	}
+	if at, kind, ok := h.nextProbe(&tm); !ok || kind != ping || !at.Equal(epoch.Add(tm.suspectGap)) {
+		t.Fatalf("a waiting request: probe at %v (want %v)", at.Sub(epoch), tm.suspectGap)
+	}
+	if h.suspect(now, ErrNoAnswerYet) {
+		t.Fatal("a second waiting request woke the checker again")
+	}
+	if !h.suspect(now, errors.New("connection refused")) {
+		t.Fatal("a failed request did not wake the checker")
+	}
+	if at, _, ok := h.nextProbe(&tm); !ok || !at.Equal(now) {
+		t.Fatalf("a failed request: probe at %v (want at once, %v)", at.Sub(epoch), now.Sub(epoch))
+	}
+	seq = h.start(now, ping, &tm)
+	if st, ok := h.result(seq, now, ping, errors.New("connection refused"), now, &tm); !ok || st != Unhealthy {
+		t.Fatalf("probe failed after a failed request: %v %v (want unhealthy)", st, ok)
 	}
 }

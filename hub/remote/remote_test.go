@@ -165,3 +165,21 @@ func TestBalancerSuspectsSlowAnswer(t *testing.T) {
 		t.Fatal("no suspicion recorded")
 	}
 }
+
+// The probe asks whether the server answers: a readiness check failing is an answer, a gateway
+// without a server behind it is not.
+func TestPing(t *testing.T) {
+	for code, ok := range map[int]bool{200: true, 401: true, 403: true, 500: true, 502: false, 503: false, 504: false} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/readyz" {
+				t.Errorf("ping path %s", r.URL.Path)
+			}
+			w.WriteHeader(code)
+		}))
+		err := backend(t, srv.URL).Ping(context.Background())
+		srv.Close()
+		if (err == nil) != ok {
+			t.Errorf("readyz %d: ping error %v", code, err)
+		}
+	}
+}
