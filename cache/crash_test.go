@@ -71,9 +71,15 @@ func TestKilledWriterNeverLeavesAValidButWrongFile(t *testing.T) {
 		}
 		checkStore(t, dir, round)
 	}
-	entries, _ := os.ReadDir(dir + "/kubelet/configmaps.v1.core/ns")
-	if len(entries) < 10 {
-		t.Fatalf("the killed writers wrote only %d objects: the test proved nothing", len(entries))
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := 0
+	s.Keys(Resource{Owner: "kubelet", Version: "v1", Resource: "configmaps"}, "ns", func(Key) error { n++; return nil })
+	if n < 10 || s.Stats().Corrupt != 0 {
+		t.Fatalf("the killed writers wrote only %d objects (%d corrupt): the test proved nothing", n, s.Stats().Corrupt)
 	}
 }
 
@@ -84,10 +90,10 @@ func checkStore(t *testing.T, dir string, round int) {
 		t.Fatalf("round %d: reopen: %v", round, err)
 	}
 	defer s.Close()
-	entries, _ := os.ReadDir(dir + "/kubelet/configmaps.v1.core/ns")
+	entries, _ := os.ReadDir(dir + "/" + logDir)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tmpPrefix) {
-			t.Fatalf("round %d: temporary file %s survived Open", round, e.Name())
+		if strings.HasSuffix(e.Name(), ".compact") {
+			t.Fatalf("round %d: compaction's temporary file %s survived Open", round, e.Name())
 		}
 	}
 	r := Resource{Owner: "kubelet", Version: "v1", Resource: "configmaps"}
