@@ -29,7 +29,9 @@ func (r ListRecord) Selector() (Selector, error) {
 	return NewSelector(r.Namespace, r.LabelSelector, r.FieldSelector)
 }
 
-func (r ListRecord) scope() listScope { return listScope{r.Namespace, r.LabelSelector, r.FieldSelector} }
+func (r ListRecord) scope() listScope {
+	return listScope{r.Namespace, r.LabelSelector, r.FieldSelector}
+}
 
 // PutList records a list (its keys included: written when a list is reconciled, not per event).
 func (s *Store) PutList(r Resource, rec ListRecord) error {

@@ -193,7 +193,9 @@ func (l *rlog) load() error {
 	return nil
 }
 
-func be32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
 
 // resync finds the next offset at or after from where a whole, valid record starts, or -1.
 func (l *rlog) resync(from, size int64) int64 {
@@ -639,4 +641,3 @@ func indexByte(s string, c byte) int {
 	}
 	return -1
 }
-

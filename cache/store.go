@@ -132,6 +132,20 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	return open(dir, log, false)
 }
 
+// OpenView opens a cache another process may own, to look at (tools, tests): no lock is taken,
+// nothing is written, and a record still being written is not read.
+func OpenView(dir string) (*Store, error) {
+	s, err := open(dir, slog.New(slog.DiscardHandler), true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loadLogs(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
 func open(dir string, log *slog.Logger, view bool) (*Store, error) {
 	if log == nil {
 		log = slog.Default()

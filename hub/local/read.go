@@ -145,7 +145,8 @@ func (p *Proxy) list(w http.ResponseWriter, req *Request) {
 		return
 	}
 	// An empty pod list makes kubelet kill the node's pods: never invent one where the cloud had pods.
-	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" && len(l.items) == 0 && l.res.Record != nil && len(l.res.Record.Keys) > 0 {
+	// Nor a partial one (an object unreadable, a write that failed): the missing pods would die.
+	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" && (l.res.Partial || len(l.items) == 0 && l.res.Record != nil && len(l.res.Record.Keys) > 0) {
 		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"nodehub/cache"
 	"nodehub/e2e/harness"
 )
 
@@ -255,7 +256,7 @@ func TestPoolStoreCachedForAnOfflineRestart(t *testing.T) {
 	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
 	eventually(t, 20*time.Second, "the shared store's copy cached", func() error {
 		for _, f := range []string{"nodehub/endpointslices.v1.discovery.k8s.io/" + ns + "/s02-abc", "nodehub/services.v1.core/" + ns + "/s02"} {
-			if _, err := os.Stat(filepath.Join(h.CacheDir, f)); err != nil {
+			if _, _, err := cache.ReadFile(filepath.Join(h.CacheDir, f)); err != nil {
 				return err
 			}
 		}
