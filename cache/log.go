@@ -131,7 +131,7 @@ func (l *rlog) load() error {
 				}
 			}
 		}
-		l.end = int64(len(logHeader))
+		l.setEnd(int64(len(logHeader)))
 		return nil
 	}
 	var head [len(logHeader)]byte
@@ -189,7 +189,7 @@ func (l *rlog) load() error {
 		pos = next
 		br.Reset(io.NewSectionReader(f, pos, size-pos))
 	}
-	l.end = size
+	l.setEnd(size)
 	return nil
 }
 
@@ -268,7 +268,7 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 		}
 		r := &rec{off: off, n: n, at: p.at, refs: 1, local: h.Local, rv: h.ResourceVersion,
 			sum: crc32.Update(crc32.Checksum(p.header, crcTable), crcTable, p.body)}
-		l.live += int64(n)
+		l.addLive(int64(n))
 		if r.local {
 			l.s.addLocal(owner, int64(n))
 		}
@@ -284,7 +284,7 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 			return // its object was in a lost region (the lists are incomplete already)
 		}
 		target.refs++
-		l.live += int64(n)
+		l.addLive(int64(n))
 		l.setHold(id(p.ns, p.name), hold{owner: owner, r: target, refN: n})
 	case recDel:
 		l.delHold(id(p.ns, p.name), owner)
@@ -295,17 +295,17 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 		}
 		k := listKey{owner, listScope{p.ns, p.ls, p.fs}}
 		if old := l.lists[k]; old != nil {
-			l.live -= int64(old.n + old.metaN)
+			l.addLive(-(int64(old.n + old.metaN)))
 		}
 		l.lists[k] = &listState{rec: lr, n: n}
-		l.live += int64(n)
+		l.addLive(int64(n))
 	case recListMeta:
 		ls := l.lists[listKey{owner, listScope{p.ns, p.ls, p.fs}}]
 		if ls == nil {
 			return
 		}
 		ls.rec.ResourceVersion, ls.rec.Complete = p.rv, p.complete
-		l.live += int64(n) - int64(ls.metaN)
+		l.addLive(int64(n) - int64(ls.metaN))
 		ls.metaN = n
 	case recDrop:
 		for k, sl := range l.objs {
@@ -319,7 +319,7 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 		}
 		for k, ls := range l.lists {
 			if k.owner == owner {
-				l.live -= int64(ls.n + ls.metaN)
+				l.addLive(-(int64(ls.n + ls.metaN)))
 				delete(l.lists, k)
 			}
 		}
@@ -358,10 +358,10 @@ func (l *rlog) delHold(key string, owner int32) bool {
 }
 
 func (l *rlog) release(h hold) {
-	l.live -= int64(h.refN)
+	l.addLive(-(int64(h.refN)))
 	h.r.refs--
 	if h.r.refs == 0 {
-		l.live -= int64(h.r.n)
+		l.addLive(-(int64(h.r.n)))
 		if h.r.local {
 			l.s.addLocal(h.owner, -int64(h.r.n))
 		}
@@ -406,14 +406,20 @@ func (l *rlog) writeRaw(p []byte, target *rec) error {
 		return fmt.Errorf("cache: encode %s: %w", l.name, err)
 	}
 	rb := frame(p)
-	if _, err := l.seg.f.WriteAt(rb, l.end); err != nil {
+	if l.s.hook != nil {
+		err = l.s.hook(l.name)
+	}
+	if err == nil {
+		_, err = l.seg.f.WriteAt(rb, l.end)
+	}
+	if err != nil {
 		_ = l.seg.f.Truncate(l.end) // a short write leaves no torn record behind valid ones
 		l.lose()
 		l.s.failed(err)
 		return fmt.Errorf("cache: write %s: %w", l.name, err)
 	}
 	off := l.end
-	l.end += int64(len(rb))
+	l.setEnd(l.end + int64(len(rb)))
 	l.s.dirty.Store(true)
 	l.s.written.Add(int64(len(rb)))
 	l.s.records.Add(1)
@@ -438,6 +444,18 @@ func readRec(sg *segment, off int64, n uint32) (payload, error) {
 	return p, nil
 }
 
+// addLive moves the live bytes of the log and of the store.
+func (l *rlog) addLive(n int64) {
+	l.live += n
+	l.s.liveBytes.Add(n)
+}
+
+// setEnd moves the end of the log and the store's file bytes.
+func (l *rlog) setEnd(end int64) {
+	l.s.fileBytes.Add(end - l.end)
+	l.end = end
+}
+
 func (l *rlog) dead() int64 { return l.end - int64(len(logHeader)) - l.live }
 
 // compactDue says whether the dead bytes passed their bound: twice the live bytes and 1 MiB (so
@@ -449,7 +467,7 @@ func (l *rlog) compactDue() bool {
 		return true
 	}
 	m := l.s.maxBytes.Load()
-	return m > 0 && l.s.Size()+l.s.deadBytes() > m && d >= 64<<10 && d >= l.live/4
+	return m > 0 && l.s.fileBytes.Load() > m && d >= 64<<10 && d >= l.live/4
 }
 
 // compact rewrites the log with only its live records (a temporary file, fsynced, renamed over the
@@ -546,7 +564,7 @@ func (l *rlog) compact() error {
 	l.seg = &segment{f: f}
 	l.seg.refs.Store(1)
 	old.release()
-	l.live = 0
+	l.addLive(-l.live)
 	for _, sl := range l.objs {
 		for i := range sl.holds {
 			sl.holds[i].refN = 0
@@ -554,7 +572,7 @@ func (l *rlog) compact() error {
 	}
 	for h, n := range refs {
 		h.refN = n
-		l.live += int64(n)
+		l.addLive(int64(n))
 	}
 	for key, sl := range l.objs {
 		kept := sl.holds[:0]
@@ -573,18 +591,18 @@ func (l *rlog) compact() error {
 	for r, mv := range recs {
 		if mv.off >= 0 {
 			r.off, r.n = mv.off, mv.n
-			l.live += int64(mv.n)
+			l.addLive(int64(mv.n))
 		}
 	}
 	for k, n := range listN {
 		l.lists[k].n, l.lists[k].metaN = n, 0
-		l.live += int64(n)
+		l.addLive(int64(n))
 	}
 	if len(lost) > 0 {
 		l.lose()
 	}
 	written := pos - int64(len(logHeader))
-	l.end = pos
+	l.setEnd(pos)
 	l.s.compactions.Add(1)
 	l.s.compacted.Add(written)
 	l.s.log.Debug("cache: compacted a log", "log", l.name, "bytes", written)

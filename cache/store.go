@@ -104,6 +104,9 @@ type Store struct {
 	ownerAt    []uint32 // newest record of each owner (Unix seconds)
 	localBytes []int64  // bytes of each owner's offline changes
 
+	liveBytes atomic.Int64 // live records of every log
+	fileBytes atomic.Int64 // every log's file
+
 	readOnly atomic.Bool
 	roErr    atomic.Pointer[string]
 	maxBytes atomic.Int64
@@ -119,7 +122,7 @@ type Store struct {
 
 	qmu sync.Mutex // quarantine
 
-	// hook, when set (tests), runs before every object write; an error fails the write.
+	// hook, when set (tests), runs before every record is appended; an error fails the write.
 	hook func(rel string) error
 	// clock, when set (tests), stamps records instead of time.Now.
 	clock func() time.Time
@@ -435,11 +438,6 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	if len(body) > maxBody {
 		return fmt.Errorf("cache: put %s: body of %d bytes: %w", k.Path(), len(body), ErrFull)
 	}
-	if s.hook != nil {
-		if err := s.hook(k.Path()); err != nil {
-			return fmt.Errorf("cache: write %s: %w", k.Path(), err)
-		}
-	}
 	l, err := s.logFor(k.Resource, true)
 	if err != nil {
 		return fmt.Errorf("cache: put %s: %w", k.Path(), err)
@@ -572,28 +570,7 @@ func (s *Store) Delete(k Key) error {
 }
 
 // Size is the bytes the cached objects and lists take in the logs (dead records not counted).
-func (s *Store) Size() int64 {
-	var n int64
-	s.eachLog(func(l *rlog) {
-		l.mu.RLock()
-		n += l.live
-		l.mu.RUnlock()
-	})
-	return n
-}
-
-func (s *Store) deadBytes() int64 {
-	var n int64
-	s.mu.Lock()
-	for _, l := range s.logs {
-		if l.mu.TryRLock() { // the caller may hold one of them
-			n += l.dead()
-			l.mu.RUnlock()
-		}
-	}
-	s.mu.Unlock()
-	return n
-}
+func (s *Store) Size() int64 { return s.liveBytes.Load() }
 
 // located is where an owner's record of an object is, taken under the log's lock.
 type located struct {
