@@ -174,12 +174,7 @@ func open(dir string, log *slog.Logger, view bool) (*Store, error) {
 			s.lock.Close()
 		}
 		if errors.Is(err, fs.ErrNotExist) && s.readOnly.Load() {
-			// A read-only file system without the directory: an empty cache that stays empty.
-			if root, err = os.OpenRoot(os.TempDir()); err == nil {
-				s.root = root
-				s.path = dir
-				return s, nil
-			}
+			return s, nil // a read-only file system without the directory: an empty cache that stays empty
 		}
 		return nil, fmt.Errorf("cache: %w", err)
 	}
@@ -211,6 +206,9 @@ func (s *Store) takeLock(dir string) error {
 			lock, err = os.Open(dir) // flock works on the directory too
 		}
 	}
+	if err != nil && s.readOnly.Load() && errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing there, and nothing will be written
+	}
 	if err != nil {
 		return fmt.Errorf("cache: lock: %w", err)
 	}
@@ -229,6 +227,9 @@ func (s *Store) takeLock(dir string) error {
 
 // loadLogs reads every log below .logs.
 func (s *Store) loadLogs() error {
+	if s.root == nil {
+		return nil
+	}
 	entries, err := fs.ReadDir(s.root.FS(), logDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -846,6 +847,9 @@ func (s *Store) writeAtomic(rel string, data []byte) error {
 
 // readMeta reads one of the cache's own small files.
 func (s *Store) readMeta(rel string) ([]byte, error) {
+	if s.root == nil {
+		return nil, ErrNotFound
+	}
 	b, err := s.root.ReadFile(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
