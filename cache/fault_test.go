@@ -2,6 +2,8 @@ package cache
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -49,8 +51,15 @@ func watchPods(t *testing.T, m *Manager, events [][]byte) {
 
 func bigPod(t *testing.T, name, rv string, pad int) []byte {
 	p := pod(name, "edge-1", rv, nil)
-	p.Annotations = map[string]string{"pad": strings.Repeat("x", pad)}
+	p.Annotations = map[string]string{"pad": noise(pad)}
 	return podJSON(t, p)
+}
+
+// noise is n incompressible characters.
+func noise(n int) string {
+	b := make([]byte, (n+1)/2)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)[:n]
 }
 
 // checkReadable reads every object of kubelet's pods back: each is whole and names itself.
@@ -89,7 +98,7 @@ func TestENOSPCMidChurn(t *testing.T) {
 	respond(t, m, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "kubelet",
 		listBody(t, "10", pod("a", "edge-1", "1", nil), pod("b", "edge-1", "2", nil)))
 	// Churn until the disk is full: every new pod carries 50 KB.
-	for round := 0; round < 8 && failures == 0; round++ {
+	for round := 0; round < 40 && failures == 0; round++ {
 		var evs [][]byte
 		for i := 0; i < 10; i++ {
 			rv := fmt.Sprint(100 + round*10 + i)

@@ -446,7 +446,8 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	owner := s.ownerID(k.Owner)
 	key := k.ID()
 	hdr := h.marshal()
-	sum := crc32.Update(crc32.Checksum(hdr, crcTable), crcTable, body)
+	stored, flags := storedBody(body)
+	sum := crc32.Update(crc32.Checksum(hdr, crcTable), crcTable, stored)
 	l.mu.Lock()
 	defer func() {
 		if err == nil && l.compactDue() {
@@ -457,7 +458,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 		l.mu.Unlock()
 	}()
 	if !h.Local {
-		if r := l.shared(owner, key, h.ResourceVersion, sum, hdr, body); r != nil {
+		if r := l.shared(key, h.ResourceVersion, sum, hdr, stored); r != nil {
 			if l.get(owner, key) == r {
 				return nil // already held
 			}
@@ -470,7 +471,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	} else if err = l.makeRoom(owner, k, int64(len(hdr)+len(body)+frameLen+64)); err != nil {
 		return err
 	}
-	l.buf = putPayload(l.buf[:0], k.Owner, l.s.now(), k.Namespace, k.Name, hdr, 0, body)
+	l.buf = putPayload(l.buf[:0], k.Owner, l.s.now(), k.Namespace, k.Name, hdr, flags, stored)
 	err = l.write(l.buf, nil)
 	if cap(l.buf) > 64<<10 {
 		l.buf = nil // a large object's buffer goes
@@ -478,8 +479,8 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	return err
 }
 
-// shared finds a record of key another owner holds with the same version and bytes.
-func (l *rlog) shared(owner int32, key, rv string, sum uint32, hdr, body []byte) *rec {
+// shared finds a record of key another owner holds with the same version and stored bytes.
+func (l *rlog) shared(key, rv string, sum uint32, hdr, stored []byte) *rec {
 	sl := l.objs[key]
 	if sl == nil || rv == "" {
 		return nil
@@ -490,7 +491,7 @@ func (l *rlog) shared(owner int32, key, rv string, sum uint32, hdr, body []byte)
 			continue
 		}
 		p, err := readRec(l.seg, r.off, r.n)
-		if err == nil && string(p.header) == string(hdr) && string(p.body) == string(body) {
+		if err == nil && string(p.header) == string(hdr) && string(p.body) == string(stored) {
 			return r
 		}
 	}
@@ -610,9 +611,13 @@ func (l *rlog) read(sg *segment, loc located) (*Header, []byte, error) {
 	if err == nil {
 		h := &Header{}
 		if err = h.unmarshal(p.header); err == nil {
-			return h, p.body, nil
+			var body []byte
+			if body, err = plainBody(p.body, p.flags); err == nil {
+				return h, body, nil
+			}
+		} else {
+			err = fmt.Errorf("%w: header: %v", ErrCorrupt, err)
 		}
-		err = fmt.Errorf("%w: header: %v", ErrCorrupt, err)
 	}
 	l.s.corrupt.Add(1)
 	l.s.log.Warn("cache: a record failed its check and is not served", "log", l.name, "offset", loc.off, "err", err)

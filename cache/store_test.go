@@ -169,7 +169,7 @@ func TestOfflineChangesStayWithinTheOwnersQuota(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		k := Key{Resource: r, Namespace: "default", Name: fmt.Sprintf("ev-%03d", i)}
 		h := Header{ContentType: wire.MediaJSON, Name: k.Name, Namespace: "default", Local: true}
-		if err := s.Put(k, &h, []byte(strings.Repeat("x", 10<<10))); err != nil {
+		if err := s.Put(k, &h, []byte(noise(10<<10))); err != nil {
 			t.Fatal(err)
 		}
 	}
