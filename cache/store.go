@@ -18,6 +18,9 @@
 // (where each owner's record of each object is, and its resourceVersion), never the objects: reads
 // come from the file, and the page cache does the caching.
 //
+// Bodies of 256 bytes or more are stored compressed (lz.go) when that saves an eighth: what the
+// cloud sent is what is read back, byte for byte.
+//
 // A log is compacted when its dead bytes (superseded and deleted records) pass twice its live bytes
 // and 1 MiB, so compaction writes at most half a byte for every byte appended.
 //
