@@ -22,6 +22,7 @@ type churnFigures struct {
 	records           float64
 	syncs             float64
 	compacted         float64 // bytes compaction wrote
+	dropped, errors   float64
 	cpu               time.Duration
 	peakKiB, afterKiB int64
 }
@@ -36,6 +37,8 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 	r0, _ := h.Metric("nodehub_cache_files_written_total")
 	s0, _ := h.Metric("nodehub_cache_syncs_total")
 	c0, _ := h.Metric("nodehub_cache_compaction_written_bytes_total")
+	x0, _ := h.Metric(`nodehub_cache_dropped_total{resource="endpointslices"}`)
+	e0, _ := h.Metric(`nodehub_cache_errors_total{resource="endpointslices"}`)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
@@ -74,6 +77,9 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 	r1, _ := h.Metric("nodehub_cache_files_written_total")
 	s1, _ := h.Metric("nodehub_cache_syncs_total")
 	c1, _ := h.Metric("nodehub_cache_compaction_written_bytes_total")
+	x1, _ := h.Metric(`nodehub_cache_dropped_total{resource="endpointslices"}`)
+	e1, _ := h.Metric(`nodehub_cache_errors_total{resource="endpointslices"}`)
+	f.dropped, f.errors = max(x1, 0)-max(x0, 0), max(e1, 0)-max(e0, 0)
 	f.cpu, f.blockWrites, f.fileBytes, f.records, f.syncs, f.compacted = cpu1-cpu0, d1-d0, w1-w0, r1-r0, s1-s0, c1-c0
 	f.afterKiB, _ = rssKiB(h)
 	return f, nil
@@ -89,7 +95,7 @@ func (f churnFigures) print() {
 	tag := fmt.Sprintf("_%d_per_s", f.rate)
 	fmt.Printf("updates%s\t%d in %v\t(%.1f/s achieved)\n", tag, f.updates, f.took.Round(time.Second), rate)
 	fmt.Printf("block_writes_per_update%s\t%.2f KB\tgoal %s\t(/proc/pid/io write_bytes: %.0f KiB in all)\n", tag, float64(f.blockWrites)/n/1000, goal, float64(f.blockWrites)/1024)
-	fmt.Printf("file_bytes_per_update%s\t%.0f B\t\t(bytes appended to the cache's files; %.0f records)\n", tag, (f.fileBytes+f.compacted)/n, f.records)
+	fmt.Printf("file_bytes_per_update%s\t%.0f B\t\t(bytes appended to the cache's files; %.0f records; %.0f chunks dropped, %.0f errors)\n", tag, (f.fileBytes+f.compacted)/n, f.records, f.dropped, f.errors)
 	fmt.Printf("syncs_per_second%s\t%.2f\t\t(one syncfs per interval with writes)\n", tag, f.syncs/f.took.Seconds())
 	amp := 1.0
 	if f.fileBytes > 0 {

@@ -20,7 +20,7 @@ type options struct {
 	rounds, pods, objects, services int
 	poolServices                    int
 	churn, profile, poolChurn       time.Duration
-	profile100                      time.Duration
+	profile100, idle                time.Duration
 	limits                          string
 	sizes                           bool
 	cpuprofile                      string
@@ -35,6 +35,7 @@ func main() {
 	flag.DurationVar(&o.churn, "churn", 10*time.Second, "how long the 100 events/s churn runs")
 	flag.IntVar(&o.services, "services", 1000, "services (each with a 10-endpoint EndpointSlice) in the node profile")
 	flag.DurationVar(&o.profile, "profile", time.Minute, "how long the node profile's 10 updates/s run")
+	flag.DurationVar(&o.idle, "idle", idleAfter, "how long a hub runs before its idle RSS is read (also read at half of it)")
 	flag.DurationVar(&o.profile100, "profile-100", 30*time.Second, "how long the node profile's 100 updates/s run")
 	flag.StringVar(&o.limits, "profile-memory-limits", "16Mi,24Mi", "--memory-limit values the node profile's initial lists are run again with")
 	flag.IntVar(&o.poolServices, "pool-services", 200, "services (each with a 10-endpoint EndpointSlice) in the pool benchmark")

@@ -38,7 +38,7 @@ func (s *Store) dropOwner(name string) error {
 		if err != nil || !l.holdsAny(owner) {
 			return
 		}
-		l.buf = dropPayload(l.buf[:0], name, l.s.now())
+		l.buf = dropPayload(l.room(), name, l.s.now())
 		err = l.write(l.buf, nil)
 		if err == nil && l.compactDue() {
 			_ = l.compact()
@@ -118,7 +118,7 @@ func (s *Store) RemoveOlder(resource string, age time.Duration, now time.Time) (
 		}
 		for _, g := range old {
 			ns, name := splitID(g.key)
-			l.buf = delPayload(l.buf[:0], s.ownerName(g.owner), uint32(now.Unix()), ns, name)
+			l.buf = delPayload(l.room(), s.ownerName(g.owner), uint32(now.Unix()), ns, name)
 			if err = l.write(l.buf, nil); err != nil {
 				return
 			}

@@ -48,7 +48,7 @@ func (s *Store) PutList(r Resource, rec ListRecord) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf = listPayload(l.buf[:0], r.Owner, l.s.now(), rec.scope(), js)
+	l.buf = listPayload(l.room(), r.Owner, l.s.now(), rec.scope(), js)
 	return l.write(l.buf, nil)
 }
 
@@ -66,7 +66,7 @@ func (s *Store) setListMeta(r Resource, sc listScope, rv string, complete bool) 
 	if ls == nil || ls.rec.ResourceVersion == rv && ls.rec.Complete == complete {
 		return nil
 	}
-	l.buf = listMetaPayload(l.buf[:0], r.Owner, l.s.now(), sc, rv, complete)
+	l.buf = listMetaPayload(l.room(), r.Owner, l.s.now(), sc, rv, complete)
 	return l.write(l.buf, nil)
 }
 

@@ -380,7 +380,8 @@ func (l *rlog) get(owner int32, key string) *rec {
 	return nil
 }
 
-// write appends one record (its payload built in l.buf) and applies it. Callers hold l.mu.
+// write appends one record (frameLen bytes of room, then its payload, built in l.buf) and applies
+// it. Callers hold l.mu.
 func (l *rlog) write(p []byte, target *rec) error {
 	if err := l.s.writable(); err != nil {
 		return err
@@ -389,7 +390,7 @@ func (l *rlog) write(p []byte, target *rec) error {
 		l.metaDue = false
 		for k, ls := range l.lists {
 			if !ls.rec.Complete {
-				m := listMetaPayload(nil, l.s.ownerName(k.owner), l.s.now(), k.listScope, ls.rec.ResourceVersion, false)
+				m := listMetaPayload(make([]byte, frameLen, 128), l.s.ownerName(k.owner), l.s.now(), k.listScope, ls.rec.ResourceVersion, false)
 				if err := l.writeRaw(m, nil); err != nil {
 					l.metaDue = true
 					return err
@@ -400,12 +401,13 @@ func (l *rlog) write(p []byte, target *rec) error {
 	return l.writeRaw(p, target)
 }
 
-func (l *rlog) writeRaw(p []byte, target *rec) error {
-	dec, err := decodePayload(p)
+// writeRaw appends one record: rb is frameLen bytes of room for the frame, then the payload.
+func (l *rlog) writeRaw(rb []byte, target *rec) error {
+	dec, err := decodePayload(rb[frameLen:])
 	if err != nil {
 		return fmt.Errorf("cache: encode %s: %w", l.name, err)
 	}
-	rb := frame(p)
+	fillFrame(rb)
 	if l.s.hook != nil {
 		err = l.s.hook(l.name)
 	}
@@ -658,4 +660,12 @@ func indexByte(s string, c byte) int {
 		}
 	}
 	return -1
+}
+
+// room returns the log's record buffer, emptied, with room for a frame.
+func (l *rlog) room() []byte {
+	if cap(l.buf) < frameLen {
+		l.buf = make([]byte, frameLen, 4096)
+	}
+	return l.buf[:frameLen]
 }

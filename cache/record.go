@@ -51,6 +51,14 @@ func frame(payload []byte) []byte {
 	return out
 }
 
+// fillFrame writes the frame of a record built with frameLen bytes of room before its payload.
+func fillFrame(rb []byte) {
+	p := rb[frameLen:]
+	copy(rb, frameMagic)
+	binary.BigEndian.PutUint32(rb[4:], uint32(len(p)))
+	binary.BigEndian.PutUint32(rb[8:], crc32.Checksum(p, crcTable))
+}
+
 // checkFrame returns the payload length a frame announces, or false when it is not a frame.
 func checkFrame(b []byte) (uint32, bool) {
 	if len(b) < frameLen || string(b[:4]) != frameMagic {

@@ -465,7 +465,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 			if l.get(owner, key) == r {
 				return nil // already held
 			}
-			l.buf = refPayload(l.buf[:0], k.Owner, l.s.now(), k.Namespace, k.Name, r.off)
+			l.buf = refPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, r.off)
 			if err = l.write(l.buf, r); err != nil {
 				return err
 			}
@@ -474,7 +474,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	} else if err = l.makeRoom(owner, k, int64(len(hdr)+len(body)+frameLen+64)); err != nil {
 		return err
 	}
-	l.buf = putPayload(l.buf[:0], k.Owner, l.s.now(), k.Namespace, k.Name, hdr, flags, stored)
+	l.buf = putPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, hdr, flags, stored)
 	err = l.write(l.buf, nil)
 	if cap(l.buf) > 64<<10 {
 		l.buf = nil // a large object's buffer goes
@@ -541,7 +541,7 @@ func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
 			break
 		}
 		ns, name := splitID(c.key)
-		l.buf = delPayload(l.buf[:0], k.Owner, l.s.now(), ns, name)
+		l.buf = delPayload(l.room(), k.Owner, l.s.now(), ns, name)
 		if err := l.write(l.buf, nil); err != nil {
 			return err
 		}
@@ -570,7 +570,7 @@ func (s *Store) Delete(k Key) error {
 	if l.get(owner, k.ID()) == nil {
 		return nil
 	}
-	l.buf = delPayload(l.buf[:0], k.Owner, l.s.now(), k.Namespace, k.Name)
+	l.buf = delPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name)
 	return l.write(l.buf, nil)
 }
 
