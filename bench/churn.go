@@ -70,7 +70,18 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 	if err := failed.Load(); err != nil {
 		return f, *err
 	}
-	time.Sleep(2500 * time.Millisecond) // write-behind (1 s) and the sync after it
+	// Wait for the writes the updates cause (write-behind waits 1 s; a watch that was cut is
+	// caught up by a re-list later), then for the sync after them.
+	last, still := -1.0, 0
+	for i := 0; i < 60 && still < 3; i++ {
+		time.Sleep(time.Second)
+		if r, _ := h.Metric("nodehub_cache_files_written_total"); r == last {
+			still++
+		} else {
+			last, still = r, 0
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
 	cpu1, _ := cpuTime(h.Pid())
 	d1, _ := diskWriteBytes(h.Pid())
 	w1, _ := h.Metric("nodehub_cache_written_bytes_total")
@@ -95,7 +106,7 @@ func (f churnFigures) print() {
 	tag := fmt.Sprintf("_%d_per_s", f.rate)
 	fmt.Printf("updates%s\t%d in %v\t(%.1f/s achieved)\n", tag, f.updates, f.took.Round(time.Second), rate)
 	fmt.Printf("block_writes_per_update%s\t%.2f KB\tgoal %s\t(/proc/pid/io write_bytes: %.0f KiB in all)\n", tag, float64(f.blockWrites)/n/1000, goal, float64(f.blockWrites)/1024)
-	fmt.Printf("file_bytes_per_update%s\t%.0f B\t\t(bytes appended to the cache's files; %.0f records; %.0f chunks dropped, %.0f errors)\n", tag, (f.fileBytes+f.compacted)/n, f.records, f.dropped, f.errors)
+	fmt.Printf("file_bytes_per_update%s\t%.0f B\t\t(bytes written to the cache's files, compaction included; %.0f records, %.2f per update; %.0f chunks dropped, %.0f errors)\n", tag, (f.fileBytes+f.compacted)/n, f.records, f.records/n, f.dropped, f.errors)
 	fmt.Printf("syncs_per_second%s\t%.2f\t\t(one syncfs per interval with writes)\n", tag, f.syncs/f.took.Seconds())
 	amp := 1.0
 	if f.fileBytes > 0 {
