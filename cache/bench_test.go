@@ -87,7 +87,7 @@ func BenchmarkWatchEventToDisk(b *testing.B) {
 	m.Writer.Flush(ctx)
 	b.StopTimer()
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) 
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/event")
 	pw.Close()
 	if s.Stats().FilesWritten < int64(b.N)/2 {
