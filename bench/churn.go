@@ -70,15 +70,13 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 	if err := failed.Load(); err != nil {
 		return f, *err
 	}
-	// Wait for the writes the updates cause (write-behind waits 1 s; a watch that was cut is
-	// caught up by a re-list later), then for the sync after them.
-	last, still := -1.0, 0
-	for i := 0; i < 60 && still < 3; i++ {
+	// Wait for the writes the updates cause: one record each (the shared store's copy, cached as
+	// the hub's own; each is a different slice within a second, so nothing coalesces). The
+	// apiserver's watch can deliver them many seconds late when it is loaded.
+	for i := 0; i < 120; i++ {
 		time.Sleep(time.Second)
-		if r, _ := h.Metric("nodehub_cache_files_written_total"); r == last {
-			still++
-		} else {
-			last, still = r, 0
+		if r, _ := h.Metric("nodehub_cache_files_written_total"); r-r0 >= float64(f.updates) {
+			break
 		}
 	}
 	time.Sleep(1500 * time.Millisecond)
