@@ -262,11 +262,11 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 	}
 	switch p.typ {
 	case recPut:
-		var h Header
-		if h.unmarshal(p.header) != nil {
+		rv, local, ok := headerRV(p.header)
+		if !ok {
 			return
 		}
-		r := &rec{off: off, n: n, at: p.at, refs: 1, local: h.Local, rv: h.ResourceVersion,
+		r := &rec{off: off, n: n, at: p.at, refs: 1, local: local, rv: rv,
 			sum: crc32.Update(crc32.Checksum(p.header, crcTable), crcTable, p.body)}
 		l.addLive(int64(n))
 		if r.local {
