@@ -122,6 +122,12 @@ func profileSlice(i, gen int) *discoveryv1.EndpointSlice {
 	s := endpointSlice(i, gen)
 	s.Name = fmt.Sprintf("svc-%04d-x", i)
 	s.Labels = map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("svc-%04d", i)}
+	// Every generation moves the endpoints somewhere new (endpointSlice's addresses repeat every
+	// 250 generations, so a slice's second update in a 1,000-slice profile would be a no-op the
+	// apiserver sends no event for).
+	for j := range s.Endpoints {
+		s.Endpoints[j].Addresses = []string{fmt.Sprintf("10.%d.%d.%d", 100+gen%100, (gen/100)%250, j+1)}
+	}
 	return s
 }
 
