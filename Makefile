@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GCFLAGS := -gcflags=k8s.io/...=-l -gcflags=sigs.k8s.io/...=-l -gcflags=github.com/...=-l
 GOBUILD := CGO_ENABLED=0 GOOS=linux go build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)"
 
-.PHONY: build binary arm test unit e2e controlplane demo bench fuzz vet clean
+.PHONY: build binary arm test unit e2e deps controlplane demo bench fuzz vet clean
 
 build: ## static amd64 binary ./nodehub
 	GOARCH=amd64 $(GOBUILD) -o nodehub .
@@ -26,26 +26,42 @@ vet:
 	cd test/e2e && go vet ./...
 	cd bench && go vet ./...
 
-# Fuzz budgets are execution counts, not durations: Go 1.26's fuzz coordinator can fail a run at
-# the end of a -fuzztime duration with 'context deadline exceeded' on a loaded machine (go.dev/issue/75804).
-unit: ## unit tests and short fuzz runs of the wire parsers
+# Every parser that sees bytes from a client or the cloud has a fuzz target (package:target).
+# Budgets are execution counts, not durations: Go 1.26's fuzz coordinator can fail a run at the
+# end of a -fuzztime duration with 'context deadline exceeded' on a loaded machine (go.dev/issue/75804).
+FUZZ_TARGETS := \
+	wire:FuzzParseURL wire:FuzzDecodeProtoEnvelope wire:FuzzJSONListSplitter wire:FuzzProtoListSplitter \
+	wire:FuzzWatchSplitters wire:FuzzJSONMember wire:FuzzExtractMeta wire:FuzzConvert wire:FuzzDecodeProtoWatchEvent \
+	wire:FuzzSelector hub/local:FuzzApplyPatch \
+	wire:FuzzReadNodeFacts hub/tokens:FuzzDecode hub/tokens:FuzzJWTExpiry \
+	hub/certs:FuzzParseYAML hub/certs:FuzzClusterInfo hub/certs:FuzzKubeconfig hub:FuzzCredentialOf
+# make test: a short run of each (seconds); make fuzz: a long one (FUZZ_EXECS each, ~minutes).
+FUZZ_SHORT ?= 20000
+FUZZ_EXECS ?= 2000000
+
+unit: ## unit tests and short fuzz runs of every parser of client or cloud bytes
 	go test -count=1 ./...
-	go test -run '^$$' -fuzz FuzzParseURL -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzDecodeProtoEnvelope -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzJSONListSplitter -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzProtoListSplitter -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzWatchSplitters -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzParseYAML -fuzztime 25000x ./hub/certs
-	go test -run '^$$' -fuzz FuzzClusterInfo -fuzztime 25000x ./hub/certs
-	go test -run '^$$' -fuzz FuzzCredentialOf -fuzztime 25000x ./hub
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($(FUZZ_SHORT)x)"; \
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_SHORT)x ./$${t%%:*}; \
+	done
+
+fuzz: ## long fuzz runs of every parser (FUZZ_EXECS executions each; one target: make fuzz FUZZ_TARGETS=wire:FuzzConvert)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($(FUZZ_EXECS)x)"; \
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_EXECS)x ./$${t%%:*}; \
+	done
+
+deps: ## install what the e2e tests run: promtool, busybox, qemu-user-static (build/deps.sh)
+	sh build/deps.sh
 
 controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
 	sh test/e2e/controlplane/build.sh
 
-e2e: controlplane ## end-to-end tests against the real control plane
+e2e: deps controlplane ## end-to-end tests against the real control plane
 	cd test/e2e && go test -count=1 -timeout 30m ./...
 
-test: vet unit e2e ## everything CI runs
+test: deps vet unit e2e ## everything CI runs (.ci/run); installs what it needs first
 
 demo: build controlplane ## a local real control plane, nodehub in front of it, kubectl through it
 	cd test/e2e && NODEHUB_BIN=$(CURDIR)/nodehub go run ./cmd/demo

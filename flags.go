@@ -16,9 +16,6 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub"
-	"nodehub/hub/certs"
-	"nodehub/hub/dummyif"
-	"nodehub/hub/remote"
 	"nodehub/pool"
 )
 
@@ -50,6 +47,7 @@ type options struct {
 	skipCAVerify      bool
 	hubCertOrgs       string
 	allowRemoteProxy  bool
+	remoteMetrics     bool
 	verbosity         int
 	maxProcs          int
 	cacheAgents       string
@@ -78,44 +76,11 @@ type options struct {
 	poolBindAddress   string
 	poolPort          int
 	poolLeaderTimeout time.Duration
+	poolSelfDeclared  bool
 
-	// ignored collects the YurtHub flags that were set but nodehub does not implement yet.
+	// ignored are the YurtHub flags that were set but nodehub does not act on (yurthubflags.go).
 	ignored []string
 }
-
-// notYet are YurtHub (and klog) flags a YurtHub manifest may carry that nodehub accepts and ignores
-// with a warning. The value says whether the flag is boolean.
-var notYet = map[string]bool{
-	"namespace": false, "enable-iptables": true, "enable-node-pool": true,
-	"min-request-timeout": false, "enable-coordinator": true,
-	"coordinator-server-addr": false, "coordinator-storage-prefix": false,
-	"coordinator-storage-addr": false, "leader-elect": true, "leader-elect-lease-duration": false,
-	"leader-elect-renew-deadline": false, "leader-elect-retry-period": false,
-	"leader-elect-resource-lock": false, "leader-elect-resource-name": false,
-	"leader-elect-resource-namespace": false, "enable-pool-service-topology": true,
-	"access-server-through-hub": true, "host-control-plane-address": false,
-	"yurt-hub-host": false, "yurt-hub-port": false, "yurt-hub-proxy-host": false,
-	"yurt-hub-proxy-port": false, "yurt-hub-proxy-secure-port": false, "cert-mgr-mode": false,
-	// klog's flags, which YurtHub inherits
-	"logtostderr": true, "alsologtostderr": true, "log-dir": false, "log-file": false,
-	"log-file-max-size": false, "skip-log-headers": true, "add-dir-header": true,
-	"one-output": true, "skip-headers": true, "stderrthreshold": false, "vmodule": false,
-	"log-backtrace-at": false, "log-flush-frequency": false,
-}
-
-// ignoredFlag accepts any value and remembers that the flag was set.
-type ignoredFlag struct {
-	name   string
-	isBool bool
-	o      *options
-}
-
-func (f *ignoredFlag) String() string { return "" }
-func (f *ignoredFlag) Set(string) error {
-	f.o.ignored = append(f.o.ignored, f.name)
-	return nil
-}
-func (f *ignoredFlag) IsBoolFlag() bool { return f.isBool }
 
 // errHelp is returned for -h/--help after the usage was printed.
 var errHelp = flag.ErrHelp
@@ -134,34 +99,32 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.IntVar(&o.proxyPort, "proxy-port", 10261, "plain-HTTP proxy port")
 	fs.StringVar(&o.diskCachePath, "disk-cache-path", "/etc/kubernetes/cache/", "directory of the local cache")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/nodehub", "directory of the hub's files")
-	fs.StringVar(&o.lbMode, "lb-mode", remote.RoundRobin, "load balancing over cloud servers: rr or priority")
+	fs.StringVar(&o.lbMode, "lb-mode", hub.RoundRobin, "load balancing over cloud servers: rr or priority")
 	fs.IntVar(&o.hbInterval, "heartbeat-interval-seconds", 10, "seconds between heartbeats to each cloud server")
 	fs.IntVar(&o.hbFailedRetry, "heartbeat-failed-retry", 3, "failed heartbeats that make a server unhealthy")
 	fs.IntVar(&o.hbHealthy, "heartbeat-healthy-threshold", 2, "good heartbeats that make it healthy again")
 	fs.IntVar(&o.hbTimeout, "heartbeat-timeout-seconds", 2, "timeout of a heartbeat and of a connect")
 	fs.DurationVar(&o.kubeletGrace, "kubelet-health-grace-period", 40*time.Second, "stop renewing the node lease after kubelet is quiet this long")
-	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", certs.ModeToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
+	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", hub.BootstrapToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
 	fs.StringVar(&o.joinToken, "join-token", "", "bootstrap token (abcdef.0123456789abcdef) the node joins with")
 	fs.StringVar(&o.bootstrapFile, "bootstrap-file", "", "bootstrap kubeconfig used instead of --join-token")
-	fs.StringVar(&o.caHashes, "discovery-token-ca-cert-hash", "", "sha256:<hex> pins of the cluster CA's public key, comma separated")
+	fs.Var(newListValue(&o.caHashes, ""), "discovery-token-ca-cert-hash", "sha256:<hex> pins of the cluster CA's public key, comma separated (repeatable)")
 	fs.BoolVar(&o.skipCAVerify, "discovery-token-unsafe-skip-ca-verification", false, "trust the CA cluster-info names without a pin")
-	fs.StringVar(&o.hubCertOrgs, "hub-cert-organizations", "", "organizations added to system:nodes in the node's certificate, comma separated")
+	fs.Var(newListValue(&o.hubCertOrgs, ""), "hub-cert-organizations", "organizations added to system:nodes in the node's certificate, comma separated (repeatable)")
 	fs.BoolVar(&o.allowRemoteProxy, "insecure-allow-remote-proxy", false, "allow --bind-proxy-address to be a non-loopback address (its clients must bring their own credentials)")
-	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", certs.KubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
-	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may hold the key)")
+	fs.BoolVar(&o.remoteMetrics, "allow-remote-metrics", false, "serve /metrics on the hub port to any address (default: only health and readiness answer beyond loopback)")
+	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", hub.DefaultKubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
+	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may hold the key; YurtHub: --kubelet-client-certificate)")
 	fs.StringVar(&o.clientKey, "client-key", "", "node client key PEM (default: --client-cert)")
-	fs.StringVar(&o.caFile, "ca-file", "", "cluster CA PEM")
-	// YurtHub's older names for the same two paths.
-	fs.StringVar(&o.clientCert, "kubelet-client-certificate", "", "same as --client-cert (YurtHub's name)")
-	fs.StringVar(&o.caFile, "kubelet-ca-file", "", "same as --ca-file (YurtHub's name)")
+	fs.StringVar(&o.caFile, "ca-file", "", "cluster CA PEM (YurtHub: --kubelet-ca-file)")
 	fs.StringVar(&o.cacheAgents, "cache-agents", cache.DefaultAgents, "components whose reads are cached; * for all")
 	fs.StringVar(&o.noCacheAgents, "no-cache-agents", "", "components never cached")
 	fs.DurationVar(&o.cacheSync, "cache-sync-interval", time.Second, "how often cache writes are made durable")
 	fs.IntVar(&o.gcFrequency, "gc-frequency", 120, "minutes between cache collections")
 	fs.BoolVar(&o.filterEnabled, "enable-resource-filter", true, "run the response filters")
-	fs.StringVar(&o.filterDisabled, "disabled-resource-filters", "", "filters turned off, comma separated; * for all")
+	fs.Var(newListValue(&o.filterDisabled, ""), "disabled-resource-filters", "filters turned off, comma separated (repeatable); * for all")
 	fs.Var(&o.filterComponents, "filter-components", "name=comp1,comp2: add components to a filter (repeatable)")
-	fs.StringVar(&o.workingMode, "working-mode", "edge", "edge or cloud")
+	fs.StringVar(&o.workingMode, "working-mode", "edge", "edge or cloud (YurtHub's local mode is not supported)")
 	fs.StringVar(&o.masterHost, "master-service-host", "169.254.2.1", "the hub's secure address, as filters give it to pods")
 	fs.IntVar(&o.proxySecurePort, "proxy-secure-port", 10268, "the hub's HTTPS port for pods")
 	fs.IntVar(&o.maxInFlight, "max-requests-in-flight", 250, "proxied requests served at once (watches and exec not counted); beyond it 429; 0: no limit")
@@ -172,24 +135,21 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.dummyIfEnabled, "enable-dummy-if", true, "keep the hub's address on a dummy link and serve the proxy port there too")
-	fs.StringVar(&o.dummyIfName, "dummy-if-name", dummyif.DefaultName, "name of the hub's link (at most 15 characters)")
+	fs.StringVar(&o.dummyIfName, "dummy-if-name", hub.DefaultDummyIfName, "name of the hub's link (at most 15 characters)")
 	fs.StringVar(&o.dummyIfIP, "dummy-if-ip", "", "the hub's address on the link (default 169.254.2.1; fd00::2:1 on an IPv6 node)")
 	fs.BoolVar(&o.dummyIfCleanup, "cleanup-dummy-if", false, "remove the hub's link when nodehub stops")
 	fs.StringVar(&o.staticPodPath, "static-pod-path", "/etc/kubernetes/manifests", "kubelet's static pod manifest directory (OTA upgrades of static pods write there)")
-	fs.StringVar(&o.poolResources, "pool-scope-resources", pool.DefaultResources, "resources shared from one list+watch (group/version/resource, comma separated; empty: no sharing)")
+	fs.Var(newListValue(&o.poolResources, pool.DefaultResources), "pool-scope-resources", "resources shared from one list+watch (group/version/resource, comma separated, repeatable; empty: no sharing)")
 	fs.StringVar(&o.poolMode, "pool-mode", pool.ModeOff, "pool sharing: off (node level only), lease (elect a leader with a Lease) or nodepool (follow yurt-manager's leader)")
 	fs.StringVar(&o.poolLeaseNS, "pool-lease-namespace", "kube-node-lease", "namespace of the node Leases the pool's election reads in lease mode")
-	fs.StringVar(&o.poolBindAddress, "pool-bind-address", "", "this hub's address in the pool: the pool port listens there and a leader advertises it")
-	fs.IntVar(&o.poolPort, "pool-port", 10269, "the pool port (mTLS) where a leader serves the other hubs")
+	fs.StringVar(&o.poolBindAddress, "pool-bind-address", "", "this hub's address in the pool: the pool port listens there and a leader advertises it (YurtHub: --node-ip)")
+	fs.IntVar(&o.poolPort, "pool-port", 10269, "the pool port (mTLS) where a leader serves the other hubs (YurtHub: --multiplexer-port)")
 	fs.DurationVar(&o.poolLeaderTimeout, "pool-leader-timeout", 5*time.Second, "a silent or unreachable leader is given up after this long")
-	for name, isBool := range notYet {
-		fs.Var(&ignoredFlag{name: name, isBool: isBool, o: o}, name, "accepted for YurtHub compatibility; not implemented yet")
-	}
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&o.poolSelfDeclared, "pool-self-declared-membership", false, "lease mode without an OpenYurt NodePool: let any node that labels its own Lease with the pool lead it (any node can: only where every node is trusted); off, lease mode elects only among the NodePool's nodes and nobody without one")
+	hidden := registerYurtHub(fs, &o.ignored)
+	if err := fs.Parse(normalizeFlagNames(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(usageOut)
-			fmt.Fprintln(usageOut, "Usage: nodehub [flags]")
-			fs.PrintDefaults()
+			printUsage(usageOut, fs, hidden)
 			return nil, errHelp
 		}
 		return nil, err
@@ -201,6 +161,21 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 		return o, nil
 	}
 	return o, o.validate()
+}
+
+// printUsage prints the flags that work: YurtHub's aliases and ignored flags are left out (README
+// lists them).
+func printUsage(out io.Writer, fs *flag.FlagSet, hidden map[string]bool) {
+	shown := flag.NewFlagSet("nodehub", flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !hidden[f.Name] {
+			shown.Var(f.Value, f.Name, f.Usage)
+			shown.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	shown.SetOutput(out)
+	fmt.Fprintln(out, "Usage: nodehub [flags]")
+	shown.PrintDefaults()
 }
 
 func (o *options) validate() error {
@@ -218,11 +193,11 @@ func (o *options) validate() error {
 		return errors.New("--server-addr: required (the cloud kube-apiserver addresses)")
 	}
 	for _, s := range o.servers() {
-		if _, err := remote.ParseServerAddr(s); err != nil {
+		if _, err := hub.ParseServerAddr(s); err != nil {
 			return fmt.Errorf("--server-addr: %v", err)
 		}
 	}
-	if o.lbMode != remote.RoundRobin && o.lbMode != remote.Priority {
+	if o.lbMode != hub.RoundRobin && o.lbMode != hub.Priority {
 		return fmt.Errorf("--lb-mode: %q is not rr or priority", o.lbMode)
 	}
 	for _, p := range []struct {
@@ -260,7 +235,11 @@ func (o *options) validate() error {
 			return fmt.Errorf("--cache-agents/--no-cache-agents: %q is not a component name", a)
 		}
 	}
-	if o.workingMode != "edge" && o.workingMode != "cloud" {
+	switch o.workingMode {
+	case "edge", "cloud":
+	case "local":
+		return errors.New("--working-mode: local is not supported: nodehub does not run YurtHub's local mode (a hub in front of a tenant cluster's apiservers, --host-control-plane-address); use edge or cloud")
+	default:
 		return fmt.Errorf("--working-mode: %q is not edge or cloud", o.workingMode)
 	}
 	if net.ParseIP(o.masterHost) == nil {
@@ -269,16 +248,16 @@ func (o *options) validate() error {
 	if o.proxySecurePort < 0 || o.proxySecurePort > 65535 {
 		return fmt.Errorf("--proxy-secure-port: %d is not a port (1-65535, or 0 for none)", o.proxySecurePort)
 	}
-	if err := dummyif.ValidateName(o.dummyIfName); err != nil {
+	if err := hub.ValidateDummyIfName(o.dummyIfName); err != nil {
 		return fmt.Errorf("--dummy-if-name: %v", err)
 	}
 	if o.dummyIfIP == "" {
-		o.dummyIfIP = dummyif.DefaultIPv4
+		o.dummyIfIP = hub.DefaultDummyIfIPv4
 		if o.ipv6Node() {
-			o.dummyIfIP = dummyif.DefaultIPv6
+			o.dummyIfIP = hub.DefaultDummyIfIPv6
 		}
 	}
-	if err := dummyif.ValidateIP(net.ParseIP(o.dummyIfIP)); err != nil {
+	if err := hub.ValidateDummyIfIP(net.ParseIP(o.dummyIfIP)); err != nil {
 		return fmt.Errorf("--dummy-if-ip: %q: %v", o.dummyIfIP, err)
 	}
 	if o.staticPodPath == "" {
@@ -308,10 +287,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("--kubelet-health-grace-period: %v must be positive", o.kubeletGrace)
 	}
 	switch o.bootstrapMode {
-	case certs.ModeKubeletCertificate:
-	case certs.ModeToken:
+	case hub.BootstrapKubeletCertificate:
+	case hub.BootstrapToken:
 		if o.joinToken != "" {
-			if _, _, err := certs.ParseToken(o.joinToken); err != nil {
+			if err := hub.ValidateJoinToken(o.joinToken); err != nil {
 				return fmt.Errorf("--join-token: %v", err)
 			}
 			if o.caHashes == "" && !o.skipCAVerify {
@@ -322,7 +301,7 @@ func (o *options) validate() error {
 			if strings.TrimSpace(h) == "" {
 				continue
 			}
-			if _, err := certs.ParseCAHash(h); err != nil {
+			if _, err := hub.ParseCAHash(h); err != nil {
 				return fmt.Errorf("--discovery-token-ca-cert-hash: %v", err)
 			}
 		}
@@ -341,6 +320,9 @@ func (o *options) validate() error {
 func (o *options) validatePool() error {
 	if _, err := pool.ParseResources(o.poolResources); err != nil {
 		return fmt.Errorf("--pool-scope-resources: %v", err)
+	}
+	if o.poolSelfDeclared && o.poolMode != pool.ModeLease {
+		return fmt.Errorf("--pool-self-declared-membership: only with --pool-mode=lease")
 	}
 	switch o.poolMode {
 	case pool.ModeOff:
@@ -375,18 +357,12 @@ func (o *options) validatePool() error {
 	return nil
 }
 
-// tokenBootstrap reports whether the node's certificate is obtained by nodehub itself (token
-// mode with a token or bootstrap file, or a certificate a previous bootstrap left in root-dir),
-// rather than read from files.
-func (o *options) tokenBootstrap() bool {
-	if o.bootstrapMode != certs.ModeToken || o.clientCert != "" || o.caFile != "" {
-		return false
-	}
-	if o.joinToken != "" || o.bootstrapFile != "" {
-		return true
-	}
-	_, err := os.Stat(o.pkiDir() + "/" + certs.ClientPEMName)
-	return err == nil
+// identity is what the bootstrap flags say about the node's credentials.
+func (o *options) identity() hub.NodeIdentity {
+	return hub.NodeIdentity{Mode: o.bootstrapMode, Servers: o.servers(), NodeName: o.nodeName, PKIDir: o.pkiDir(),
+		JoinToken: o.joinToken, CAHashes: o.caPins(), SkipCAVerification: o.skipCAVerify, BootstrapFile: o.bootstrapFile,
+		Organizations: splitList(o.hubCertOrgs), KubeletKubeconfig: o.kubeletKubeconfig,
+		ClientCert: o.clientCert, ClientKey: o.clientKey, CAFile: o.caFile}
 }
 
 // pkiDir is where the hub keeps its certificates.
@@ -396,7 +372,7 @@ func (o *options) pkiDir() string { return strings.TrimSuffix(o.rootDir, "/") + 
 func (o *options) caPins() []string {
 	var out []string
 	for _, h := range strings.Split(o.caHashes, ",") {
-		if v, err := certs.ParseCAHash(h); err == nil {
+		if v, err := hub.ParseCAHash(h); err == nil {
 			out = append(out, v)
 		}
 	}
@@ -411,7 +387,7 @@ func (o *options) poolConfig() hub.PoolConfig {
 		addr = "0.0.0.0"
 	}
 	return hub.PoolConfig{Resources: res, Mode: o.poolMode, LeaseNamespace: o.poolLeaseNS,
-		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout, RootDir: o.rootDir}
+		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout, SelfDeclared: o.poolSelfDeclared}
 }
 
 func (o *options) servers() []string { return splitList(o.serverAddr) }
@@ -424,7 +400,7 @@ func (o *options) ipv6Node() bool {
 	}
 	servers := o.servers()
 	for _, s := range servers {
-		u, err := remote.ParseServerAddr(s)
+		u, err := hub.ParseServerAddr(s)
 		if err != nil {
 			return false
 		}

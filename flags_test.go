@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -110,6 +111,147 @@ func TestDummyIfIPDefaultFollowsTheNodesFamily(t *testing.T) {
 		}
 		if o.dummyIfIP != tt.want {
 			t.Errorf("%v: --dummy-if-ip %q, want %q", tt.args, o.dummyIfIP, tt.want)
+		}
+	}
+}
+
+// yurthubV17Flags are YurtHub v1.7's flags (its options, and the global flags its libraries
+// register: klog's and component-base's logging flags, controller-runtime's --kubeconfig), each
+// with a value a manifest could carry ("" for a bool given alone).
+var yurthubV17Flags = map[string]string{
+	"bind-address": "127.0.0.1", "serve-port": "10267", "bind-proxy-address": "127.0.0.1",
+	"proxy-port": "10261", "proxy-secure-port": "10268", "namespace": "kube-system",
+	"server-addr": "https://10.0.0.1:6443", "hub-cert-organizations": "org1,org2",
+	"gc-frequency": "120", "node-name": "edge-1", "lb-mode": "rr", "heartbeat-failed-retry": "3",
+	"heartbeat-healthy-threshold": "2", "heartbeat-timeout-seconds": "2",
+	"heartbeat-interval-seconds": "10", "max-requests-in-flight": "250",
+	"join-token": "abcdef.0123456789abcdef", "bootstrap-mode": "kubeletcertificate",
+	"bootstrap-file": "README.md", "root-dir": "/var/lib/yurthub", "version": "false", "profiling": "true",
+	"enable-dummy-if": "true", "enable-iptables": "false", "dummy-if-ip": "169.254.2.1",
+	"dummy-if-name": "yurthub-dummy0", "disk-cache-path": "/etc/kubernetes/cache/",
+	"access-server-through-hub": "true", "enable-resource-filter": "true",
+	"disabled-resource-filters": "masterservice", "nodepool-name": "pool-a",
+	"working-mode": "edge", "kubelet-health-grace-period": "40s", "enable-node-pool": "true",
+	"min-request-timeout": "30m0s", "discovery-token-ca-cert-hash": "sha256:" + strings.Repeat("ab", 32),
+	"discovery-token-unsafe-skip-ca-verification": "true", "enable-coordinator": "false",
+	"coordinator-server-addr":    "https://yurt-coordinator-apiserver:443",
+	"coordinator-storage-prefix": "/registry", "coordinator-storage-addr": "https://yurt-coordinator-etcd:12379",
+	"leader-elect": "true", "leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s",
+	"leader-elect-retry-period": "2s", "leader-elect-resource-lock": "leases",
+	"leader-elect-resource-name": "yurthub", "leader-elect-resource-namespace": "kube-system",
+	"enable-pool-service-topology": "true", "host-control-plane-address": "10.0.0.9:6443",
+	"pool-scope-resources": "/v1/services,discovery.k8s.io/v1/endpointslices",
+	"multiplexer-port":     "10269", "node-ip": "10.0.0.5", "kubeconfig": "/etc/kubernetes/kubelet.conf",
+	// logging
+	"v": "2", "add-dir-header": "", "alsologtostderr": "", "log-backtrace-at": ":0", "log-dir": "/var/log",
+	"log-file": "/var/log/yurthub.log", "log-file-max-size": "1800", "log-flush-frequency": "5s",
+	"logtostderr": "true", "one-output": "", "skip-headers": "", "skip-log-headers": "",
+	"stderrthreshold": "2", "vmodule": "proxy=4",
+}
+
+func TestEveryYurtHubV17FlagParses(t *testing.T) {
+	for name, value := range yurthubV17Flags {
+		arg := "--" + name
+		if value != "" {
+			arg += "=" + value
+		}
+		args := []string{"--server-addr=https://10.0.0.1:6443", "--node-name=edge-1", "--discovery-token-unsafe-skip-ca-verification", arg}
+		if _, err := parseFlags(args, io.Discard); err != nil {
+			t.Errorf("%s: %v", arg, err)
+		}
+		// YurtHub's flag library takes '_' for '-' in names.
+		if strings.Contains(name, "-") {
+			n, v, _ := strings.Cut(arg, "=")
+			args[len(args)-1] = "--" + strings.ReplaceAll(n[2:], "-", "_") + "=" + v
+			if _, err := parseFlags(args, io.Discard); err != nil {
+				t.Errorf("%s: %v", args[len(args)-1], err)
+			}
+		}
+	}
+}
+
+func TestYurtHubNamesTakeEffect(t *testing.T) {
+	o, err := parseFlags([]string{"--server-addr=https://10.0.0.1:6443", "--node-name=edge-1",
+		"--multiplexer-port=10300", "--node-ip=10.0.0.5", "--kubelet-ca-file=/ca.pem", "--kubelet-client-certificate=/c.pem",
+		"--hub-cert-organizations=a", "--hub-cert-organizations=b", "--disabled-resource-filters=masterservice",
+		"--pool-scope-resources=/v1/services", "--pool-scope-resources=discovery.k8s.io/v1/endpointslices",
+		"--log_file=/var/log/yurthub.log", "--logtostderr=false", "--kubeconfig=/x", "--log-file=/y"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.poolPort != 10300 || o.poolBindAddress != "10.0.0.5" || o.caFile != "/ca.pem" || o.clientCert != "/c.pem" {
+		t.Fatalf("aliases: pool port %d, pool address %q, ca %q, cert %q", o.poolPort, o.poolBindAddress, o.caFile, o.clientCert)
+	}
+	if o.hubCertOrgs != "a,b" || o.filterDisabled != "masterservice" || o.poolResources != "/v1/services,discovery.k8s.io/v1/endpointslices" {
+		t.Fatalf("repeated list flags append (pflag's StringSlice): orgs %q, filters %q, pool %q", o.hubCertOrgs, o.filterDisabled, o.poolResources)
+	}
+	if got := strings.Join(o.ignored, ","); got != "log-file,logtostderr,kubeconfig" {
+		t.Fatalf("ignored flags %q, each once in the order first set", got)
+	}
+	// Defaults are kept when the YurtHub names are absent.
+	o, err = parseFlags([]string{"--server-addr=https://10.0.0.1:6443", "--node-name=edge-1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.poolPort != 10269 || o.poolBindAddress != "" || o.poolResources != "/v1/services,discovery.k8s.io/v1/endpointslices" {
+		t.Fatalf("defaults: %d %q %q", o.poolPort, o.poolBindAddress, o.poolResources)
+	}
+}
+
+func TestWorkingModeLocalIsRefusedInOneLine(t *testing.T) {
+	_, err := parseFlags([]string{"--server-addr=10.0.0.1:6443", "--node-name=n", "--working-mode=local"}, io.Discard)
+	if err == nil {
+		t.Fatal("--working-mode=local accepted")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "--working-mode: local is not supported") || !strings.Contains(msg, "local mode") || strings.Contains(msg, "\n") {
+		t.Fatalf("error %q should be one line saying local mode is not supported", msg)
+	}
+	if code := run([]string{"--server-addr=10.0.0.1:6443", "--working-mode=local"}); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+}
+
+func TestHelpShowsOnlyFlagsThatWork(t *testing.T) {
+	var out strings.Builder
+	if _, err := parseFlags([]string{"--help"}, &out); err != errHelp {
+		t.Fatalf("--help: %v", err)
+	}
+	help := out.String()
+	for _, f := range yurthubIgnored {
+		if strings.Contains(help, "  -"+f.name+" ") || strings.Contains(help, "  -"+f.name+"\n") {
+			t.Errorf("--help lists ignored flag --%s", f.name)
+		}
+	}
+	for alias, target := range yurthubAliases {
+		if strings.Contains(help, "  -"+alias+" ") {
+			t.Errorf("--help lists alias --%s", alias)
+		}
+		if !strings.Contains(help, "  -"+target+" ") {
+			t.Errorf("--help misses --%s", target)
+		}
+	}
+	if strings.Contains(help, "not implemented") || strings.Contains(help, "ignored") {
+		t.Errorf("--help mentions ignored flags:\n%s", help)
+	}
+	if !strings.Contains(help, "-pool-port int") || !strings.Contains(help, "(default 10269)") {
+		t.Errorf("--help lost types or defaults:\n%s", help)
+	}
+}
+
+// README's table of ignored flags is the one place that says why each is ignored.
+func TestREADMEListsEachIgnoredAndMappedFlagOnce(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range yurthubIgnored {
+		if n := strings.Count(string(readme), "| `--"+f.name+"` |"); n != 1 {
+			t.Errorf("README has %d table rows for ignored flag --%s, want 1", n, f.name)
+		}
+	}
+	for alias := range yurthubAliases {
+		if n := strings.Count(string(readme), "| `--"+alias+"` |"); n != 1 {
+			t.Errorf("README has %d table rows for YurtHub name --%s, want 1", n, alias)
 		}
 	}
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,11 +15,11 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"nodehub/hub"
-	"nodehub/hub/certs"
 	"nodehub/pool"
 )
 
@@ -60,41 +61,23 @@ func run(args []string) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	for _, name := range o.ignored {
-		log.Warn("flag accepted for YurtHub compatibility but not implemented yet; ignored", "flag", "--"+name)
+	if len(o.ignored) > 0 {
+		log.Warn("YurtHub flags accepted and ignored (README: YurtHub flags nodehub ignores)", "flags", strings.Join(o.ignored, ","))
 	}
 
 	// The node's credentials: bootstrapped and renewed by nodehub (token mode), or kubelet's files.
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var (
-		creds    hub.Credentials
-		setToken func(string) error
-		fatal    = make(chan error, 1)
-	)
-	if o.tokenBootstrap() {
-		mgr := certs.NewManager(certs.ManagerConfig{
-			Servers: o.servers(), NodeName: o.nodeName, Organizations: splitList(o.hubCertOrgs), Dir: o.pkiDir(),
-			Token: o.joinToken, Discovery: certs.Discovery{CAHashes: o.caPins(), SkipCAVerification: o.skipCAVerify},
-			BootstrapKubeconfig: o.bootstrapFile, Log: log,
-		})
-		creds, setToken = mgr, mgr.SetToken
-		go func() {
-			if err := mgr.Run(ctx); err != nil {
-				fatal <- err
-				stop()
-			}
-		}()
-	} else {
-		if o.bootstrapMode == certs.ModeToken && o.clientCert == "" && o.caFile == "" {
-			log.Info("no --join-token or --bootstrap-file and no bootstrapped certificate: using kubelet's credentials", "kubeconfig", o.kubeletKubeconfig)
+	creds, setToken, credErr := hub.StartCredentials(ctx, o.identity(), log)
+	fatal := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-credErr:
+			fatal <- err
+			stop()
+		case <-ctx.Done():
 		}
-		src := certs.NewSource(certs.KubeletFiles(o.kubeletKubeconfig, o.clientCert, o.clientKey, o.caFile))
-		if err := src.Err(); err != nil {
-			log.Warn("node credentials not loaded yet; retrying in the background", "err", err)
-		}
-		creds = src
-	}
+	}()
 	dummy := hub.DummyIf{Enabled: o.dummyIfEnabled, Name: o.dummyIfName, IP: net.ParseIP(o.dummyIfIP), Cleanup: o.dummyIfCleanup}
 	var secureAddrs []string
 	var ips []net.IP
@@ -119,10 +102,9 @@ func run(args []string) int {
 	if ip := net.ParseIP(o.poolBindAddress); o.poolMode != pool.ModeOff && ip != nil && !ip.IsUnspecified() && !slices.ContainsFunc(ips, ip.Equal) {
 		ips = append(ips, ip)
 	}
-	var serving *certs.Serving
+	var servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	if len(secureAddrs) > 0 || o.poolMode != pool.ModeOff {
-		serving = certs.NewServing(certs.ServingConfig{Servers: o.servers(), NodeName: o.nodeName, Dir: o.pkiDir(), IPs: ips, Creds: creds, Log: log})
-		go serving.Run(ctx)
+		servingCert = hub.ServingCertificate(ctx, o.servers(), o.nodeName, o.pkiDir(), ips, creds, log)
 	}
 	cfg := hub.Config{
 		NodeName:           o.nodeName,
@@ -138,6 +120,7 @@ func run(args []string) int {
 		KubeletGracePeriod: o.kubeletGrace,
 		Credentials:        creds,
 		Profiling:          o.profiling,
+		RemoteMetrics:      o.remoteMetrics,
 		Log:                log,
 		RootDir:            o.rootDir,
 		CacheDir:           o.diskCachePath,
@@ -152,9 +135,7 @@ func run(args []string) int {
 		DummyIf:            dummy,
 		StaticPodPath:      o.staticPodPath,
 		Pool:               o.poolConfig(),
-	}
-	if serving != nil {
-		cfg.ServingCert = serving.GetCertificate
+		ServingCert:        servingCert,
 	}
 	srv, err := hub.New(cfg)
 	if err != nil {

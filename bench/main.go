@@ -44,7 +44,7 @@ func main() {
 	flag.DurationVar(&o.poolChurn, "pool-churn", 30*time.Second, "how long the pool benchmark's 10 slice updates/s run, per mode")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
-	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, cache, profile or pool")
+	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, health, cache, profile, pool, tokens, hostile or brokencloud")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -120,6 +120,16 @@ func run(o options) error {
 			return err
 		}
 	}
+	if o.only == "" || o.only == "health" {
+		if o.only != "" {
+			if err := makePods(e.ctx, e.c, o.pods); err != nil {
+				return err
+			}
+		}
+		if err := benchHealth(e, o); err != nil {
+			return err
+		}
+	}
 	if o.only == "" || o.only == "cache" {
 		if err := benchCache(e, o); err != nil {
 			return err
@@ -137,6 +147,21 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "pool" {
 		if err := benchPool(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "tokens" {
+		if err := benchTokens(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "hostile" {
+		if err := benchHostile(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "brokencloud" {
+		if err := benchBrokenCloud(e, o); err != nil {
 			return err
 		}
 	}

@@ -36,7 +36,7 @@ func BenchmarkOfflineList110Pods(b *testing.B) {
 		}
 	}
 	s.PutList(r, ListRecord{FieldSelector: "spec.nodeName=edge-1", Complete: true, APIVersion: "v1", Kind: "Pod"})
-	sel, _ := NewSelector("", "", "spec.nodeName=edge-1")
+	sel, _ := wire.NewSelector("", "", "spec.nodeName=edge-1")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		n := 0

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"sort"
 	"time"
+
+	"nodehub/wire"
 )
 
 // ListRecord is what the cache remembers of one distinct list (namespace + label selector + field
@@ -25,8 +27,8 @@ type ListRecord struct {
 }
 
 // Selector parses the record's scope.
-func (r ListRecord) Selector() (Selector, error) {
-	return NewSelector(r.Namespace, r.LabelSelector, r.FieldSelector)
+func (r ListRecord) Selector() (wire.Selector, error) {
+	return wire.NewSelector(r.Namespace, r.LabelSelector, r.FieldSelector)
 }
 
 func (r ListRecord) scope() listScope {

@@ -34,7 +34,7 @@ type ListResult struct {
 
 // EachInList calls fn, in namespace/name order, for every cached object of r that the selector
 // selects, reading one record at a time (memory does not grow with the number of objects).
-func (s *Store) EachInList(r Resource, sel Selector, fn func(Item) error) (ListResult, error) {
+func (s *Store) EachInList(r Resource, sel wire.Selector, fn func(Item) error) (ListResult, error) {
 	var res ListResult
 	recs, err := s.Lists(r)
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *Store) EachInList(r Resource, sel Selector, fn func(Item) error) (ListR
 			res.Partial = true // corrupt: never served, and the list is not whole
 			continue
 		}
-		if !sel.Matches(h, func() []byte { return body }) {
+		if !sel.MatchesMeta(h.Meta(), func() []byte { return body }) {
 			continue
 		}
 		if newerRV(h.ResourceVersion, res.ResourceVersion) {

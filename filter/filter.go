@@ -8,6 +8,7 @@ package filter
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,11 +217,11 @@ func New(cfg Config) (*Set, error) {
 		}
 	}
 	s := &Set{components: map[string]map[string]bool{}}
-	if !cfg.Enabled || contains(cfg.Disabled, "*") {
+	if !cfg.Enabled || slices.Contains(cfg.Disabled, "*") {
 		return s, nil
 	}
 	for _, f := range all {
-		if contains(cfg.Disabled, f.Name()) || cfg.WorkingMode == "cloud" && edgeOnly[f.Name()] {
+		if slices.Contains(cfg.Disabled, f.Name()) || cfg.WorkingMode == "cloud" && edgeOnly[f.Name()] {
 			continue
 		}
 		comps := map[string]bool{}
@@ -269,7 +270,7 @@ func (s *Set) For(ri *wire.RequestInfo) *Chain {
 		if gvr == "" {
 			gvr = ri.GVR()
 		}
-		if !contains(f.Resources(), gvr) {
+		if !slices.Contains(f.Resources(), gvr) {
 			continue
 		}
 		if c == nil {
@@ -278,13 +279,4 @@ func (s *Set) For(ri *wire.RequestInfo) *Chain {
 		c.filters = append(c.filters, f)
 	}
 	return c
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

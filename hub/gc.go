@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"nodehub/hub/remote"
 	"nodehub/wire"
 )
 
@@ -76,7 +75,7 @@ func (s *Server) waitReached(ctx context.Context) bool {
 // kubelet's cache, whose reconcile removes the pods the cloud no longer has.
 func (s *Server) relistNodePods(ctx context.Context) error {
 	url := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + s.cfg.NodeName
-	req, err := http.NewRequestWithContext(remote.WithRoute(ctx, remote.Route{Identity: remote.Node}), http.MethodGet, "https://cloud"+url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
@@ -86,7 +85,7 @@ func (s *Server) relistNodePods(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.balancer.RoundTrip(req)
+	resp, err := s.cloud().RoundTrip(req)
 	if err != nil {
 		return err
 	}

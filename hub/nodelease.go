@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -213,18 +214,14 @@ func (l *NodeLease) stamp(lease *wire.Lease) {
 	lease.Annotations = merged(lease.Annotations, l.Annotations)
 }
 
-// merged returns m with add's entries set (m itself when add is empty).
+// merged returns a copy of m with add's entries set (m itself when add is empty: m may be shared).
 func merged(m, add map[string]string) map[string]string {
 	if len(add) == 0 {
 		return m
 	}
 	out := make(map[string]string, len(m)+len(add))
-	for k, v := range m {
-		out[k] = v
-	}
-	for k, v := range add {
-		out[k] = v
-	}
+	maps.Copy(out, m)
+	maps.Copy(out, add)
 	return out
 }
 
@@ -265,7 +262,7 @@ func (l *NodeLease) do(ctx context.Context, b *remote.Backend, method, name stri
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "https://cloud"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, path, rd) // the backend fills in its server
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,19 +1,18 @@
 package hub
 
 import (
-	"net/http"
 	"strconv"
 
 	"nodehub/cache"
 	"nodehub/hub/ota"
-	"nodehub/hub/remote"
+	"nodehub/wire"
 )
 
 // newOTA prepares YurtHub's hub API (GET /pods, upgrade, imagepull) on the hub port.
 func (s *Server) newOTA() *ota.Handler {
 	return &ota.Handler{
 		NodeName:      s.cfg.NodeName,
-		Cloud:         nodeTransport{s.balancer},
+		Cloud:         s.cloud(),
 		Online:        s.balancer.Healthy,
 		CachedPods:    s.cachedPods,
 		StaticPodPath: s.cfg.StaticPodPath,
@@ -22,19 +21,12 @@ func (s *Server) newOTA() *ota.Handler {
 	}
 }
 
-// nodeTransport sends the hub's own requests to a healthy cloud server with the node's identity.
-type nodeTransport struct{ b *remote.Balancer }
-
-func (t nodeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	return t.b.RoundTrip(req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node})))
-}
-
 // cachedPods reads this node's pods from kubelet's cache, one file at a time.
 func (s *Server) cachedPods(fn func([]byte) error) error {
 	if s.cache == nil {
 		return nil
 	}
-	sel, err := cache.NewSelector("", "", "spec.nodeName="+s.cfg.NodeName)
+	sel, err := wire.NewSelector("", "", "spec.nodeName="+s.cfg.NodeName)
 	if err != nil {
 		return err
 	}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"net/http"
 	"nodehub/cache"
-	"path/filepath"
 	"time"
 
 	"nodehub/filter"
-	"nodehub/hub/remote"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -17,14 +15,20 @@ import (
 type PoolConfig struct {
 	// Resources are the pool-scope resources (--pool-scope-resources); none turns sharing off.
 	Resources []pool.Resource
-	// Mode is pool.ModeOff (node level only), ModeLease or ModeNodePool.
-	Mode           string
+	// Mode is pool.ModeOff (node level only; the default), ModeLease or ModeNodePool.
+	Mode string
+	// LeaseNamespace holds the node Leases the lease-mode election reads (default
+	// kube-node-lease).
 	LeaseNamespace string
-	// Addr is host:port of the pool port (--pool-bind-address:--pool-port).
-	Addr          string
+	// Addr is host:port of the pool port (--pool-bind-address:--pool-port); required unless Mode
+	// is off.
+	Addr string
+	// LeaderTimeout: a follower gives up a silent or unreachable leader after this long (default 5s).
+	// The pool port serves Config.ServingCert.
 	LeaderTimeout time.Duration
-	// RootDir holds the hub's serving certificate, pki/yurthub-server-current.pem.
-	RootDir string
+	// SelfDeclared: in lease mode without a NodePool, nodes that label their own Lease may lead
+	// (--pool-self-declared-membership; see pool.Config).
+	SelfDeclared bool
 }
 
 // newPool builds the pool from the configuration, or nil when sharing is off.
@@ -39,20 +43,11 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	return pool.New(pool.Config{
 		Resources: pc.Resources, Mode: pc.Mode, NodeName: s.cfg.NodeName, PoolName: s.cfg.NodePoolName,
 		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,
-		Cloud: s.cloudDo, Credentials: s.cfg.Credentials,
-		ServingCert: filepath.Join(pc.RootDir, "pki", "yurthub-server-current.pem"),
+		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
+		ServingCert: s.cfg.ServingCert,
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
-		Members: s.topo.NodePoolMembers,
+		SelfDeclared: pc.SelfDeclared,
 	})
-}
-
-// cloudDo sends one of the pool's requests (path-only URL) to a healthy cloud server with the
-// node's identity.
-func (s *Server) cloudDo(req *http.Request) (*http.Response, error) {
-	stream := req.URL.Query().Get("watch") != ""
-	req = req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node, Stream: stream}))
-	req.URL.Scheme, req.URL.Host = "https", "cloud" // the balancer sends it to a server
-	return s.balancer.RoundTrip(req)
 }
 
 // poolTee keeps what the shared stores receive in the cache too (as the hub's own component), so
@@ -87,7 +82,7 @@ func (s *Server) servePool(w http.ResponseWriter, r *http.Request, ri *wire.Requ
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
-			stop := context.AfterFunc(s.topo.changes(), cancel)
+			stop := context.AfterFunc(s.topo.Changes(), cancel)
 			defer stop()
 		}
 	}
@@ -99,4 +94,18 @@ func (s *Server) servePool(w http.ResponseWriter, r *http.Request, ri *wire.Requ
 		return
 	}
 	st.ServeList(w, sv)
+}
+
+// sharedResources are the resources cached for every client, whatever --cache-agents lists: the
+// pool-scope resources (services and endpointslices when sharing is off), so a client with its
+// own ServiceAccount reads what it last received offline, also after a restart.
+func sharedResources(rs []pool.Resource) []string {
+	if len(rs) == 0 {
+		return []string{"/services", "discovery.k8s.io/endpointslices"}
+	}
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Group+"/"+r.Resource)
+	}
+	return out
 }

@@ -22,59 +22,93 @@ import (
 	"nodehub/hub/metrics"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
+	"nodehub/hub/topology"
 	"nodehub/pool"
 )
 
-// Config is everything the hub needs, filled from flags by main.
+// Config is everything the hub needs, filled from flags by main. Its zero value works once
+// Servers is set: every zero field either means "none"/"off" as its comment says or gets the
+// default setDefaults (config.go) gives it, which are YurtHub's defaults.
 type Config struct {
-	NodeName     string
+	// NodeName is this node's name (default: the host name, lower-cased).
+	NodeName string
+	// NodePoolName is this node's pool ("" none): the servicetopology filter and pool sharing use it.
 	NodePoolName string
-	Servers      []string
-	LBMode       string
+	// Servers are the cloud kube-apiservers, "https://host:port" or "host:port" (required).
+	Servers []string
+	// LBMode is RoundRobin (default) or Priority: how requests spread over healthy servers.
+	LBMode string
 
-	// ProxyAddr is host:port of the plain-HTTP proxy port; HubAddr of the hub's own endpoints.
+	// ProxyAddr is host:port of the plain-HTTP proxy port; HubAddr of the hub's own endpoints
+	// (default for each: a free port on 127.0.0.1; Addrs says which).
 	ProxyAddr, HubAddr string
 
-	HeartbeatInterval  time.Duration
-	HeartbeatTimeout   time.Duration
-	HeartbeatFailed    int
-	HeartbeatHealthy   int
+	// HeartbeatInterval is the time between two heartbeats (node lease renewals) to each server
+	// (default 10s); HeartbeatTimeout bounds one heartbeat and one connect (default 2s).
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	// HeartbeatFailed failures make a server unhealthy (default 3); HeartbeatHealthy successes
+	// make it healthy again (default 2).
+	HeartbeatFailed  int
+	HeartbeatHealthy int
+	// KubeletGracePeriod: the hub stops renewing the node lease when kubelet sent no lease request
+	// for this long (default 40s).
 	KubeletGracePeriod time.Duration
 
+	// Credentials are the node's identity towards the cloud (nil: none; no client certificate is
+	// presented and the system's CA roots verify the servers).
 	Credentials Credentials
 	// SecureAddrs are host:port the HTTPS proxy port for pods listens on (first one required to
 	// exist on the host; others, like the dummy interface's address, are bound when they appear).
 	// Requests there must carry a bearer token, forwarded as is. Empty: no secure port.
 	SecureAddrs []string
-	// ServingCert is the secure port's certificate hook (certs.Serving.GetCertificate).
+	// ServingCert is the hub's serving certificate hook (ServingCertificate), which the secure
+	// port and the pool port serve; required with either.
 	ServingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token.
-	SetToken  func(string) error
+	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token (the
+	// endpoint then answers that it is not available).
+	SetToken func(string) error
+	// Profiling serves /debug/pprof/ on the hub port.
 	Profiling bool
-	Log       *slog.Logger
+	// RemoteMetrics serves /metrics to any address the hub port is reached at; by default the
+	// hub API answers only loopback (health and readiness excepted).
+	RemoteMetrics bool
+	// Log receives the hub's logs (default slog.Default()).
+	Log *slog.Logger
 
-	// RootDir is --root-dir: the hub's own files (which tokens belong to which ServiceAccount).
+	// RootDir is --root-dir: the hub's own files (which tokens belong to which ServiceAccount);
+	// "": kept in memory only.
 	RootDir string
-	// CacheDir is the local cache directory; "" disables caching.
+	// CacheDir is the local cache directory; "" disables caching (and the offline proxy).
 	CacheDir string
-	// CachePolicy says which components' reads are cached.
+	// CachePolicy says which components' reads are cached (zero: only the hub's own).
 	CachePolicy cache.Policy
-	// CacheSyncInterval is how often cache writes are made durable (one syncfs per interval).
+	// CacheSyncInterval is how often cache writes are made durable, one syncfs per interval
+	// (default 1s).
 	CacheSyncInterval time.Duration
-	// GCFrequency is how often the cache is collected; cached events older than it are removed.
+	// GCFrequency is how often the cache is collected; cached events older than it are removed
+	// (default 120 minutes).
 	GCFrequency time.Duration
-	// Filters configures the response filters.
+	// Filters configures the response filters (zero: filtering off).
 	Filters filter.Config
 	// CacheMaxBytes stops the caching of new objects past that size (0: no limit).
 	CacheMaxBytes int64
-	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
-	// beyond it clients get 429 with Retry-After. 0: no bound.
+	// MaxInFlight bounds the proxied requests served at once (watches and exec, attach and
+	// port-forward upgrades not counted); beyond it clients get 429 with Retry-After. The node's
+	// own clients (over loopback, without a credential of their own) and everyone else each have
+	// a budget of MaxInFlight, so pods cannot starve kubelet. 0: no bound.
 	MaxInFlight int
-	// DummyIf is the hub's address on the node (--enable-dummy-if and friends).
+	// BodyTimeout bounds the time a client takes to send a request body on the proxy ports
+	// (answered 408 past it). 0: DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// DummyIf is the hub's address on the node (--enable-dummy-if and friends; zero: none).
 	DummyIf DummyIf
-	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes.
+	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes
+	// ("": static pods cannot be upgraded).
 	StaticPodPath string
-	// Pool configures pool sharing (list/watch of pool-scope resources from shared stores).
+	// Pool configures pool sharing (list/watch of pool-scope resources from shared stores; zero:
+	// off).
 	Pool PoolConfig
 }
 
@@ -98,13 +132,6 @@ func (c Config) ExtraHosts() []string {
 	return nil
 }
 
-// Credentials are the node's credentials: what the backends present, and whether they are
-// loaded (certs.Source, certs.Manager).
-type Credentials interface {
-	remote.Credentials
-	Err() error
-}
-
 // Server is a running hub. Build it with New, start it with Run.
 type Server struct {
 	cfg      Config
@@ -118,14 +145,17 @@ type Server struct {
 	local    *local.Proxy
 	state    *cloudState
 	filters  *filter.Set
-	inflight atomic.Int64 // short requests being served, for MaxInFlight
-	topo     *topology
-	ids      *identities   // tokens the cloud accepted, by ServiceAccount
-	self     *http.Client  // the hub's own requests to its proxy port
-	dummy    *dummyif.Link // nil without --enable-dummy-if
-	ota      *ota.Handler
-	pool     *pool.Pool // nil when pool sharing is off
-	pm       *poolMetrics
+	// Short requests being served, for MaxInFlight: the node's own clients' and everyone else's.
+	inflightNode, inflightOthers atomic.Int64
+	topo                         *topology.Source
+	ids                          *identities   // tokens the cloud accepted, by ServiceAccount
+	dummy                        *dummyif.Link // nil without --enable-dummy-if
+	ota                          *ota.Handler
+	pool                         *pool.Pool // nil when pool sharing is off
+	pm                           *poolMetrics
+
+	tokens *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
+	auto   *autonomy     // the node's Autonomy condition; nil without a cache
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -137,16 +167,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if len(cfg.Servers) == 0 {
-		return nil, errors.New("hub: no cloud server")
+	cfg.setDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	s.ids = newIdentities(cfg.RootDir, cfg.Log)
+	var err error
+	if s.tokens, err = openTokens(cfg); err != nil {
+		return nil, err
+	}
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
-	if cfg.Credentials != nil {
-		s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
-	}
+	s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
 	backends := make([]*remote.Backend, 0, len(cfg.Servers))
 	for _, addr := range cfg.Servers {
 		b, err := remote.NewBackend(addr, cfg.Credentials, cfg.HeartbeatTimeout)
@@ -155,7 +188,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		backends = append(backends, b)
 	}
-	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream}
+	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream, SuspectAfter: suspectAfter}
 	s.lease = NewNodeLease(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
 	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
 	s.checker = &remote.Checker{
@@ -164,9 +197,9 @@ func New(cfg Config) (*Server, error) {
 		Timeout:          cfg.HeartbeatTimeout,
 		FailedRetry:      cfg.HeartbeatFailed,
 		HealthyThreshold: cfg.HeartbeatHealthy,
-		OnChange: func(b *remote.Backend, healthy bool) {
-			s.metrics.serverHealth(b, healthy)
-			if s.state.set(s.balancer.Healthy()) {
+		OnChange: func(b *remote.Backend, st remote.State) {
+			s.metrics.serverHealth(b, st == remote.Healthy)
+			if s.state.set(s.balancer.State()) {
 				s.log.Info("cloud reachability changed", "online", s.state.Online())
 			}
 		},
@@ -183,13 +216,23 @@ func New(cfg Config) (*Server, error) {
 		w.MaxBytes = cfg.CacheMaxBytes
 		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
-		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
+		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log, filesWritten: func() int64 { return store.Stats().FilesWritten }}
+		w.OnError = func(r cache.Resource, err error) {
+			s.metrics.cacheErrors.Inc(r.Resource)
+			s.auto.cacheError(err)
+		}
+		policy := cfg.CachePolicy
+		policy.Shared = sharedResources(cfg.Pool.Resources)
+		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.vouch, Log: cfg.Log,
+			KubeletNode: func(raw []byte) []byte {
+				out, c := s.auto.apply(raw)
+				s.auto.seen(c)
+				return out
+			}}
 	}
-	s.topo = newTopology()
-	s.self = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	cfg.Filters.Topology = s.topo
 	fs, err := filter.New(cfg.Filters)
 	if err != nil {
@@ -257,16 +300,11 @@ func (s *Server) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("hub: %s port: %w", sv.name, err)
 		}
+		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
 		s.mu.Lock()
 		s.listeners = append(s.listeners, ln)
 		s.mu.Unlock()
-		hs := &http.Server{
-			Handler:           sv.h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       90 * time.Second,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-			BaseContext:       func(net.Listener) context.Context { return ctx },
-		}
+		hs := s.newHTTPServer(ctx, sv.h)
 		httpServers = append(httpServers, hs)
 		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()
@@ -274,10 +312,12 @@ func (s *Server) Run(ctx context.Context) error {
 	for i, addr := range s.cfg.SecureAddrs {
 		go s.serveSecure(ctx, addr, i == 0)
 	}
+	s.state.begin(time.Now())
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.run(ctx)
+	go s.tokens.Run(ctx)
 	if s.filters.Uses("servicetopology") {
-		go s.runTopology(ctx, "http://"+s.Addrs()[0].String())
+		go s.topo.Run(ctx)
 	}
 	if s.cache != nil {
 		go s.cache.Store.RunSync(ctx, s.cfg.CacheSyncInterval)
@@ -314,6 +354,9 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	s.ids.save()
+	if err := s.tokens.SaveAll(); err != nil {
+		s.log.Warn("tokens: save at stop", "err", err)
+	}
 	cancel() // the pool releases its lease
 	select {
 	case <-poolDone:
@@ -331,6 +374,31 @@ func (s *Server) Run(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// Bounds on what a client may send, on every port the hub serves.
+const (
+	// MaxHeaderBytes bounds a request's line and headers (a 1 MB User-Agent gets 431). Kubernetes
+	// clients send a few KiB at most: a ServiceAccount token is about 1 KiB.
+	MaxHeaderBytes = 32 << 10
+	// ReadHeaderTimeout bounds the time a client takes to send its request line and headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds the time a client takes to send a request body on the proxy ports
+	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
+	DefaultBodyTimeout = 10 * time.Second
+)
+
+// newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure): bounded
+// headers, a deadline on them, idle connections closed, the hub's lifetime as base context.
+func (s *Server) newHTTPServer(ctx context.Context, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       90 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
 }
 
 // Addrs returns the addresses the servers listen on (proxy first), once Run has bound them.

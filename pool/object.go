@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"unique"
 
-	"nodehub/cache"
 	"nodehub/wire"
 )
 
@@ -35,7 +34,7 @@ func parseRV(s string) uint64 {
 func (o *object) key() string { return o.namespace + "/" + o.name }
 
 // matches evaluates a list's or watch's namespace and selectors on the object.
-func (o *object) matches(sel cache.Selector) bool {
+func (o *object) matches(sel wire.Selector) bool {
 	return sel.MatchesObject(o.namespace, o.labels, func(path string) (string, bool) {
 		switch path {
 		case "metadata.name":

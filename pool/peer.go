@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -26,7 +25,6 @@ func (p *Pool) servePeers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pool: port: %w", err)
 	}
-	certs := &servingCert{path: p.cfg.ServingCert}
 	base := &tls.Config{MinVersion: tls.VersionTLS12}
 	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		ca := p.cfg.Credentials.CAPool()
@@ -35,7 +33,7 @@ func (p *Pool) servePeers(ctx context.Context) error {
 		}
 		return &tls.Config{
 			MinVersion:       tls.VersionTLS12,
-			GetCertificate:   certs.get,
+			GetCertificate:   p.cfg.ServingCert,
 			ClientAuth:       tls.RequireAndVerifyClientCert,
 			ClientCAs:        ca,
 			VerifyConnection: nodeOnly,
@@ -46,6 +44,7 @@ func (p *Pool) servePeers(ctx context.Context) error {
 		Handler:           http.HandlerFunc(p.servePeer),
 		TLSConfig:         base,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    32 << 10, // as the hub's other ports (hub.MaxHeaderBytes)
 		IdleTimeout:       90 * time.Second,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -108,52 +107,17 @@ func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
 	st.ServeList(w, sv)
 }
 
-// servingCert is the leader's serving certificate: a PEM file holding the certificate then the
-// key, re-read when its modification time changes.
-type servingCert struct {
-	path string
-
-	mu   sync.Mutex
-	mod  time.Time
-	cert *tls.Certificate
-}
-
-func (s *servingCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, err := os.Stat(s.path)
-	if err != nil {
-		if s.cert != nil {
-			return s.cert, nil
-		}
-		return nil, fmt.Errorf("pool: serving certificate: %w", err)
-	}
-	if s.cert == nil || !st.ModTime().Equal(s.mod) {
-		data, err := os.ReadFile(s.path)
-		if err == nil {
-			var c tls.Certificate
-			if c, err = tls.X509KeyPair(data, data); err == nil {
-				s.cert, s.mod = &c, st.ModTime()
-			}
-		}
-		if err != nil && s.cert == nil {
-			return nil, fmt.Errorf("pool: serving certificate %s: %w", s.path, err)
-		}
-	}
-	return s.cert, nil
-}
-
 // peerClient is a follower's connection to leaders: HTTP/2 over mTLS with the node's certificate,
 // the leader verified against the cluster CA.
 type peerClient struct {
-	creds   Credentials
+	creds   wire.Credentials
 	timeout time.Duration
 
 	mu sync.Mutex
 	t  *http.Transport
 }
 
-func newPeerClient(creds Credentials, timeout time.Duration) *peerClient {
+func newPeerClient(creds wire.Credentials, timeout time.Duration) *peerClient {
 	return &peerClient{creds: creds, timeout: timeout}
 }
 

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"nodehub/listwatch"
 	"nodehub/wire"
 )
 
@@ -24,14 +24,6 @@ const (
 	// ModeNodePool follows the leaders OpenYurt's yurt-manager publishes in the NodePool's status.
 	ModeNodePool = "nodepool"
 )
-
-// Credentials are the node's TLS credentials: the cluster CA (verifies the leader, and at the
-// leader the followers) and the node's client certificate (what a follower presents).
-// certs.Source implements it.
-type Credentials interface {
-	CAPool() *x509.CertPool
-	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
-}
 
 // Config is what a Pool needs. Zero values of the optional fields work.
 type Config struct {
@@ -49,10 +41,10 @@ type Config struct {
 	LeaderTimeout time.Duration
 	// Cloud sends a request (path-only URL) to a healthy cloud server with the node's identity.
 	Cloud func(*http.Request) (*http.Response, error)
-	// Credentials are the node's; ServingCert is the PEM file (certificate, then key) the leader
-	// serves with, re-read when it changes.
-	Credentials Credentials
-	ServingCert string
+	// Credentials are the node's; ServingCert is the certificate the leader serves the pool port
+	// with (the hub's serving certificate, hub.ServingCertificate).
+	Credentials wire.Credentials
+	ServingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	Log         *slog.Logger
 	// OnBytes, if set, counts response bytes received per source ("cloud" or "leader").
 	OnBytes func(source string, res Resource, n int)
@@ -62,10 +54,11 @@ type Config struct {
 	// OnPeerWatch, if set, is told +1 when a follower's watch starts on the pool port and -1 when
 	// it ends.
 	OnPeerWatch func(delta int)
-	// Members, if set, returns the pool's nodes when an authority names them (OpenYurt's NodePool
-	// status.nodes, which yurt-manager writes; ok false when unknown). In lease mode only those
-	// nodes' Leases are candidates: a node's own Lease label is not proof of membership.
-	Members func() (nodes map[string]bool, ok bool)
+	// SelfDeclared, in lease mode, lets the nodes that label their own Lease with the pool be
+	// elected when no NodePool names the pool's nodes (--pool-self-declared-membership). Off, the
+	// election elects nobody until the pool's NodePool (status.nodes, which yurt-manager writes and
+	// a node cannot) has been read, and only among its nodes: any node can label its own Lease.
+	SelfDeclared bool
 	// Online, if set, says whether the cloud is reachable: a leader that cannot reach it stops
 	// serving its followers (they go to the cloud themselves, or to their caches).
 	Online func() bool
@@ -215,7 +208,7 @@ func (p *Pool) decide() { p.once.Do(func() { close(p.decided) }) }
 func (p *Pool) leaderFailed(leader string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var answered *statusError
+	var answered *listwatch.StatusError
 	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) && time.Since(p.since) < p.cfg.LeaderTimeout {
 		return
 	}

@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"nodehub/cache"
 	"nodehub/wire"
 )
 
@@ -31,7 +30,7 @@ type Serving struct {
 // the client's format, at the store's resourceVersion (limit is not applied: one complete page).
 func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 	ri := sv.Info
-	sel, err := cache.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
+	sel, err := wire.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
 	if err != nil {
 		wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, err.Error())
 		return
@@ -68,7 +67,7 @@ func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 }
 
 // out returns an object as this client gets it, or false when it is not for this client.
-func (sv Serving) out(o *object, sel cache.Selector, pb bool) ([]byte, bool) {
+func (sv Serving) out(o *object, sel wire.Selector, pb bool) ([]byte, bool) {
 	if !o.matches(sel) {
 		return nil, false
 	}
@@ -89,7 +88,7 @@ func (sv Serving) out(o *object, sel cache.Selector, pb bool) ([]byte, bool) {
 // timeoutSeconds, when the client leaves, or when the client falls behind the window.
 func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 	ri := sv.Info
-	sel, err := cache.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
+	sel, err := wire.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
 	if err != nil {
 		wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, err.Error())
 		return
@@ -198,7 +197,7 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 
 // event returns what one store event becomes for this client: an object that enters its
 // selection is ADDED, one that leaves it (or that its filters remove) is DELETED.
-func (sv Serving) event(ev event, sel cache.Selector, pb bool) (string, []byte, bool) {
+func (sv Serving) event(ev event, sel wire.Selector, pb bool) (string, []byte, bool) {
 	o := ev.obj
 	in := o.matches(sel)
 	typ := ev.typ

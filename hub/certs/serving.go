@@ -16,14 +16,8 @@ import (
 	"time"
 
 	"nodehub/hub/atomicfile"
+	"nodehub/wire"
 )
-
-// NodeCredentials is what the serving manager needs to ask for its certificate: the cluster CA
-// and the node's client certificate (a Manager, or a Source of kubelet's files).
-type NodeCredentials interface {
-	CAPool() *x509.CertPool
-	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
-}
 
 // ServingConfig configures a Serving.
 type ServingConfig struct {
@@ -37,7 +31,7 @@ type ServingConfig struct {
 	// IssueTimeout bounds the wait for one CSR (default 1 hour: a kubelet-serving CSR is approved
 	// by an approver the cluster runs, or by an admin).
 	IssueTimeout time.Duration
-	Creds        NodeCredentials
+	Creds        wire.Credentials // the node's: a Manager, or a Source of kubelet's files
 	Log          *slog.Logger
 }
 
@@ -52,6 +46,8 @@ type Serving struct {
 	log  *slog.Logger
 	cert atomic.Pointer[tls.Certificate]
 	got  time.Time // when cert was obtained; Run's alone
+	// unstored, when set, writes the certificate in use, whose store failed; Run's alone.
+	unstored unstored
 }
 
 // NewServing loads the certificate Dir already holds.
@@ -89,6 +85,16 @@ func (s *Serving) Run(ctx context.Context) {
 		if !s.credsReady() {
 			if !sleep(ctx, time.Second, nil) {
 				return
+			}
+			continue
+		}
+		if c := s.cert.Load(); s.unstored != nil && c != nil {
+			stored, ok := s.unstored.retry(ctx, s.log, "serving certificate", renewAt(s.got, c.Leaf.NotBefore, c.Leaf.NotAfter, 0))
+			if !ok {
+				return
+			}
+			if stored {
+				s.unstored = nil
 			}
 			continue
 		}
@@ -193,12 +199,22 @@ func (s *Serving) issue(ctx context.Context, ips []net.IP, dns []string) error {
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.Write(filepath.Join(s.cfg.Dir, ServingPEMName), pemData, 0o600); err != nil {
-			return fmt.Errorf("certs: store serving certificate: %w", err)
-		}
 		s.cert.Store(pair)
 		s.got = time.Now()
 		s.log.Info("certs: serving certificate issued", "notAfter", pair.Leaf.NotAfter.UTC().Format(time.RFC3339), "ips", ips, "dns", dns)
+		// A failed store keeps the certificate in use (the secure port serves it from memory; the
+		// pool port, which reads the file, waits for the retried write).
+		s.unstored = func() error {
+			if err := atomicfile.Write(filepath.Join(s.cfg.Dir, ServingPEMName), pemData, 0o600); err != nil {
+				return fmt.Errorf("certs: store serving certificate: %w", err)
+			}
+			return nil
+		}
+		if err := s.unstored(); err != nil {
+			s.log.Warn("certs: issued serving certificate not stored; used from memory, the write is retried", "err", err)
+		} else {
+			s.unstored = nil
+		}
 		return nil
 	}
 	return errors.Join(errs...)

@@ -47,8 +47,8 @@ const (
 type Handler struct {
 	// NodeName is this node: only its pods are acted on.
 	NodeName string
-	// Cloud sends a request to a healthy cloud kube-apiserver with the node's identity (the URL's
-	// scheme and host are the transport's business).
+	// Cloud sends a request to a healthy cloud kube-apiserver with the node's identity; the
+	// request's URL is only a path and query.
 	Cloud http.RoundTripper
 	// Online reports whether a cloud server is healthy.
 	Online func() bool
@@ -241,7 +241,7 @@ func (h *Handler) call(ctx context.Context, method, path, contentType string, bo
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "https://cloud"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, path, rd)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ func TestARMBinariesUnderQemu(t *testing.T) {
 	q64, err1 := exec.LookPath("qemu-aarch64-static")
 	q32, err2 := exec.LookPath("qemu-arm-static")
 	if err1 != nil || err2 != nil {
-		t.Fatal("qemu-aarch64-static / qemu-arm-static not found: install Debian's qemu-user-static (.ci/run does)")
+		t.Fatal("qemu-aarch64-static / qemu-arm-static not found: install Debian's qemu-user-static (make deps does)")
 	}
 	dir := t.TempDir()
 	for _, a := range []struct{ goarch, goarm, qemu, want string }{{"arm64", "", q64, "linux/arm64"}, {"arm", "7", q32, "linux/arm"}} {

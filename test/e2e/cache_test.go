@@ -22,6 +22,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/e2e/harness"
+	"nodehub/wire"
 )
 
 const (
@@ -285,7 +286,7 @@ func TestTwoListsWithDifferentSelectorsReadBackExactly(t *testing.T) {
 	}
 	defer store.Close()
 	for i, o := range selectors {
-		sel, err := cache.NewSelector(ns, o.LabelSelector, o.FieldSelector)
+		sel, err := wire.NewSelector(ns, o.LabelSelector, o.FieldSelector)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 func TestInitScriptUnderBusybox(t *testing.T) {
 	bb, err := exec.LookPath("busybox")
 	if err != nil {
-		t.Fatal("busybox not found: install Debian's busybox package (.ci/run does)")
+		t.Fatal("busybox not found: install Debian's busybox package (make deps does)")
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")

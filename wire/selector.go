@@ -1,12 +1,10 @@
-package cache
+package wire
 
 import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-
-	"nodehub/wire"
 )
 
 // Selector is a list's scope: a namespace ("" for all) and its label and field selectors.
@@ -36,17 +34,9 @@ func (s Selector) Everything() bool {
 	return (s.labels == nil || s.labels.Empty()) && (s.fields == nil || s.fields.Empty())
 }
 
-// Matches evaluates the selector on an object's header; body (which may be nil, or fetched
-// lazily) is consulted only for a field the header does not carry.
-func (s Selector) Matches(h *Header, body func() []byte) bool {
-	if s.Namespace != "" && h.Namespace != s.Namespace {
-		return false
-	}
-	return s.MatchesMeta(h.Meta(), body)
-}
-
-// MatchesMeta evaluates the selector on an object's metadata; body as for Matches.
-func (s Selector) MatchesMeta(m wire.Meta, body func() []byte) bool {
+// MatchesMeta evaluates the selector on an object's metadata; body (which may be nil, or fetched
+// lazily) is consulted only for a field the metadata does not carry.
+func (s Selector) MatchesMeta(m Meta, body func() []byte) bool {
 	return s.MatchesObject(m.Namespace, labels.Set(m.Labels), func(path string) (string, bool) {
 		v, ok := m.FieldValue(path, nil)
 		if !ok && body != nil {
@@ -57,7 +47,7 @@ func (s Selector) MatchesMeta(m wire.Meta, body func() []byte) bool {
 }
 
 // MatchesObject evaluates the selector on an object's namespace, labels and field values (the
-// pool's in-memory store keeps them compactly, not as wire.Meta).
+// pool's in-memory store keeps them compactly, not as Meta).
 func (s Selector) MatchesObject(namespace string, lbls labels.Labels, field func(path string) (string, bool)) bool {
 	if s.Namespace != "" && namespace != s.Namespace {
 		return false

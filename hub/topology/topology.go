@@ -1,26 +1,32 @@
-package hub
+// Package topology is the hub's topology source: it keeps what the servicetopology filter needs,
+// the openyurt.io/topologyKeys annotation of the Services that have one and the nodes of this
+// node's pool, current by list and watch (listwatch) through the Fetch it is given. Memory holds
+// only the annotated services and the pool's node names.
+package topology
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
+	"errors"
+	"log/slog"
 	"maps"
-	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"nodehub/filter"
+	"nodehub/listwatch"
 	"nodehub/wire"
 )
 
-// topology keeps what the servicetopology filter needs: the openyurt.io/topologyKeys annotation
-// of the Services that have one, and the nodes of this node's pool. It list/watches them through
-// the hub's own proxy port, as any client would, so they are cached and answered from the cache
-// offline. Memory holds only the annotated services and the pool's node names.
-type topology struct {
+// Source is the topology of this node: a filter.Topology, and the pool's members as OpenYurt's
+// NodePool names them. Build it with New, keep it current with Run.
+type Source struct {
+	poolName string
+	fetch    listwatch.Fetch
+	log      *slog.Logger
+
 	mu   sync.RWMutex
 	keys map[string]string // namespace/name → topology key
 	pool map[string]bool
@@ -30,28 +36,33 @@ type topology struct {
 	end          context.CancelFunc
 }
 
-func newTopology() *topology {
-	t := &topology{keys: map[string]string{}}
+// New returns an empty topology for a node of pool poolName ("" for none) that Run reads through
+// fetch: the hub gives it the cloud as the node, its answers cached and read back offline.
+func New(poolName string, fetch listwatch.Fetch, log *slog.Logger) *Source {
+	if log == nil {
+		log = slog.Default()
+	}
+	t := &Source{poolName: poolName, fetch: fetch, log: log, keys: map[string]string{}}
 	t.period, t.end = context.WithCancel(context.Background())
 	return t
 }
 
 // TopologyKey implements filter.Topology.
-func (t *topology) TopologyKey(ns, svc string) string {
+func (t *Source) TopologyKey(ns, svc string) string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.keys[ns+"/"+svc]
 }
 
 // Any reports whether any service has a topology key (else servicetopology has nothing to do).
-func (t *topology) Any() bool {
+func (t *Source) Any() bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.keys) > 0
 }
 
 // PoolNodes implements filter.Topology.
-func (t *topology) PoolNodes() map[string]bool {
+func (t *Source) PoolNodes() map[string]bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.pool
@@ -59,25 +70,27 @@ func (t *topology) PoolNodes() map[string]bool {
 
 // NodePoolMembers returns the pool's nodes as OpenYurt's NodePool names them (ok false until a
 // NodePool was seen: node labels, which a node may set on itself, do not count).
-func (t *topology) NodePoolMembers() (map[string]bool, bool) {
+func (t *Source) NodePoolMembers() (map[string]bool, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.pool, t.fromNodePool
 }
 
-func (t *topology) changes() context.Context {
+// Changes returns a context that ends at the next change of the topology: a watch whose answers
+// were filtered with it ends then, so its client lists again and is filtered anew.
+func (t *Source) Changes() context.Context {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.period
 }
 
 // bumpLocked ends the current period (mu held).
-func (t *topology) bumpLocked() {
+func (t *Source) bumpLocked() {
 	t.end()
 	t.period, t.end = context.WithCancel(context.Background())
 }
 
-func (t *topology) setService(ns, name, key string) {
+func (t *Source) setService(ns, name, key string) {
 	id := ns + "/" + name
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -94,7 +107,7 @@ func (t *topology) setService(ns, name, key string) {
 
 // setPoolFrom records the pool's nodes from the NodePool (fromNodePool) or from node labels;
 // once a NodePool was seen, labels no longer count.
-func (t *topology) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
+func (t *Source) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !fromNodePool && t.fromNodePool {
@@ -108,10 +121,9 @@ func (t *topology) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 	t.bumpLocked()
 }
 
-// runTopology keeps the topology current until ctx ends.
-func (s *Server) runTopology(ctx context.Context, proxy string) {
-	t := s.topo
-	go s.informer(ctx, proxy, "/api/v1/services", "services", func(items [][]byte) {
+// Run keeps the topology current until ctx ends.
+func (t *Source) Run(ctx context.Context) {
+	go t.informer(ctx, "/api/v1/services", "services", func(items [][]byte) {
 		seen := map[string]bool{}
 		for _, it := range items {
 			ns, name, key := serviceKey(it)
@@ -127,7 +139,7 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 		}
 		t.mu.RUnlock()
 		for _, id := range gone {
-			ns, name, _ := cutID(id)
+			ns, name, _ := strings.Cut(id, "/")
 			t.setService(ns, name, "")
 		}
 	}, func(ev wire.WatchEvent) {
@@ -137,14 +149,14 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 		}
 		t.setService(ns, name, key)
 	})
-	pool := s.cfg.NodePoolName
+	pool := t.poolName
 	if pool == "" {
 		return // no pool: nodepool keys keep this node's endpoints only
 	}
 	// Both sources run: OpenYurt's NodePool (status.nodes) when that API exists, else the nodes
 	// labelled with the pool. The NodePool wins once it has been seen.
 	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
-	go s.informer(ctx, proxy, poolPath, "nodepools", func(items [][]byte) {
+	go t.informer(ctx, poolPath, "nodepools", func(items [][]byte) {
 		if len(items) > 0 {
 			t.setPoolFrom(true, poolNodes(items[0]))
 		}
@@ -156,7 +168,7 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 	nodes := map[string]bool{}
 	var mu sync.Mutex
 	nodePath := "/api/v1/nodes?labelSelector=" + url.QueryEscape("apps.openyurt.io/nodepool="+pool)
-	go s.informer(ctx, proxy, nodePath, "nodes", func(items [][]byte) {
+	go t.informer(ctx, nodePath, "nodes", func(items [][]byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		nodes = map[string]bool{}
@@ -191,15 +203,6 @@ func (s *Server) runTopology(ctx context.Context, proxy string) {
 	})
 }
 
-func cutID(id string) (string, string, bool) {
-	for i := 0; i < len(id); i++ {
-		if id[i] == '/' {
-			return id[:i], id[i+1:], true
-		}
-	}
-	return "", id, false
-}
-
 func serviceKey(raw []byte) (ns, name, key string) {
 	om, err := wire.ObjectMeta(raw)
 	if err != nil {
@@ -224,88 +227,34 @@ func poolNodes(raw []byte) map[string]bool {
 	return out
 }
 
-func (s *Server) selfGet(ctx context.Context, proxy, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, proxy+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", wire.MediaJSON)
-	req.Header.Set("User-Agent", "nodehub/topology")
-	return s.self.Do(req)
-}
-
 // informer lists path and then watches it from the list's resourceVersion, again and again (with
-// a back-off after failures) until ctx ends.
-func (s *Server) informer(ctx context.Context, proxy, path, resource string, onList func([][]byte), onEvent func(wire.WatchEvent)) {
-	backoff := time.Second
+// a back-off after failures) until ctx ends: listwatch's loop.
+func (t *Source) informer(ctx context.Context, path, resource string, onList func([][]byte), onEvent func(wire.WatchEvent)) {
+	fetch := t.fetch
 	sep := "?"
-	if bytes.ContainsRune([]byte(path), '?') {
+	if strings.Contains(path, "?") {
 		sep = "&"
 	}
-	for ctx.Err() == nil {
-		rv, err := s.listOnce(ctx, proxy, path, onList)
+	listwatch.Run(ctx, time.Second, 30*time.Second, func(ctx context.Context) (<-chan struct{}, error) {
+		var items [][]byte
+		meta, err := listwatch.List(ctx, fetch, path, func(raw []byte) error { items = append(items, raw); return nil })
 		if err == nil {
-			err = s.watchOnce(ctx, proxy, path+sep+"watch=true&allowWatchBookmarks=true&resourceVersion="+url.QueryEscape(rv), onEvent)
-			if err == nil {
-				backoff = time.Second
-				continue
-			}
+			onList(items)
+			items = nil
+			err = listwatch.Watch(ctx, fetch, path+sep+"watch=true&allowWatchBookmarks=true&resourceVersion="+url.QueryEscape(meta.ResourceVersion), 0, func(ev wire.WatchEvent) error {
+				switch ev.Type {
+				case wire.EventError:
+					return errors.New("error event")
+				case wire.EventBookmark:
+					return nil
+				}
+				onEvent(ev)
+				return nil
+			})
 		}
-		s.log.Debug("topology: "+resource+" list/watch", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
+		if err != nil {
+			t.log.Debug("topology: "+resource+" list/watch", "err", err)
 		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
-func (s *Server) listOnce(ctx context.Context, proxy, path string, onList func([][]byte)) (string, error) {
-	resp, err := s.selfGet(ctx, proxy, path)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("list %s: %s", path, resp.Status)
-	}
-	var items [][]byte
-	var meta wire.ListMeta
-	sp := wire.NewListSplitter(wire.MediaType{Type: wire.MediaJSON}, wire.ListHandler{
-		Meta: func(m wire.ListMeta) { meta = m },
-		Item: func(b []byte) error { items = append(items, b); return nil },
+		return nil, err
 	})
-	if _, err := io.Copy(writerFunc(sp.Write), resp.Body); err != nil {
-		return "", err
-	}
-	if err := sp.Close(); err != nil {
-		return "", err
-	}
-	onList(items)
-	return meta.ResourceVersion, nil
 }
-
-func (s *Server) watchOnce(ctx context.Context, proxy, path string, onEvent func(wire.WatchEvent)) error {
-	resp, err := s.selfGet(ctx, proxy, path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("watch %s: %s", path, resp.Status)
-	}
-	sp := wire.NewWatchSplitter(wire.MediaType{Type: wire.MediaJSON}, func(ev wire.WatchEvent) error {
-		if ev.Type == wire.EventError {
-			return fmt.Errorf("watch %s: error event", path)
-		}
-		onEvent(ev)
-		return nil
-	})
-	_, err = io.Copy(writerFunc(sp.Write), resp.Body)
-	return err // nil when the watch simply ended
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

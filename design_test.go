@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"go/build"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The design rules the code must keep (docs/ARCHITECTURE.md explains them). These tests read the
+// source with the standard library only: go.mod, and each package's imports through go/build.
+
+// directDependencies are the only modules the binary may depend on directly.
+var directDependencies = []string{"golang.org/x/sys", "k8s.io/api", "k8s.io/apimachinery"}
+
+// arrows are the allowed imports between the module's packages, as patterns ("hub/*": hub's
+// sub-packages). Arrows point down: main → hub → hub's parts → {cache, filter, pool} →
+// listwatch → wire.
+// docs/ARCHITECTURE.md shows this table; TestArchitectureDocShowsTheArrows keeps them in step.
+var arrows = []struct{ from, to string }{
+	{"main", "hub, cache, filter, pool, wire"},
+	{"hub", "hub/*, cache, filter, pool, listwatch, wire"},
+	{"hub/tokens", "hub/atomicfile, wire"},
+	{"hub/*", "hub/atomicfile, hub/tokens, cache, filter, pool, listwatch, wire"},
+	{"cache", "wire"},
+	{"filter", "wire"},
+	{"pool", "listwatch, wire"},
+	{"listwatch", "wire"},
+	{"wire", "(nothing of ours)"},
+}
+
+// pendingArrows are imports that break the table today and are being removed ("from → to").
+var pendingArrows = map[string]bool{}
+
+func TestGoModHasOnlyTheThreeDirectDependencies(t *testing.T) {
+	f, err := os.Open("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var direct []string
+	inRequire := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "require (":
+			inRequire = true
+			continue
+		case inRequire && line == ")":
+			inRequire = false
+			continue
+		case strings.HasPrefix(line, "require "):
+			line = strings.TrimPrefix(line, "require ")
+		case !inRequire:
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "//") || strings.Contains(line, "// indirect") {
+			continue
+		}
+		direct = append(direct, strings.Fields(line)[0])
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(direct)
+	if !slices.Equal(direct, directDependencies) {
+		t.Fatalf("go.mod's direct dependencies are %v; the binary may depend on %v only (test harnesses live in their own modules: test/e2e, bench)", direct, directDependencies)
+	}
+}
+
+// modulePackages returns the root module's packages (not those of test/e2e or bench, which are
+// modules of their own) with the imports of their non-test files, for every GOOS.
+func modulePackages(t *testing.T) map[string][]string {
+	t.Helper()
+	ctx := build.Default
+	ctx.UseAllFiles = true // every platform's files (listen_linux.go and listen_other.go)
+	pkgs := map[string][]string{}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		name := d.Name()
+		if p != "." && (strings.HasPrefix(name, ".") || name == "testdata") {
+			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil && p != "." {
+			return filepath.SkipDir // a module of its own
+		}
+		bp, err := ctx.ImportDir(p, 0)
+		var noGo *build.NoGoError
+		if errors.As(err, &noGo) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		rel := filepath.ToSlash(p)
+		if rel == "." {
+			rel = "main"
+		}
+		pkgs[rel] = bp.Imports
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+func TestImportsUseOnlyTheStandardLibraryAndTheThreeModules(t *testing.T) {
+	for pkg, imports := range modulePackages(t) {
+		for _, imp := range imports {
+			first, _, _ := strings.Cut(imp, "/")
+			if !strings.Contains(first, ".") || first == "nodehub" {
+				continue // the standard library, or ours
+			}
+			if !slices.ContainsFunc(directDependencies, func(m string) bool { return imp == m || strings.HasPrefix(imp, m+"/") }) {
+				t.Errorf("%s imports %s, from none of %v", pkg, imp, directDependencies)
+			}
+		}
+	}
+}
+
+// allowed reports whether package from may import package to (both relative: "hub/local").
+func allowed(from, to string) (ok, known bool) {
+	match := func(pattern, pkg string) bool {
+		m, _ := path.Match(pattern, pkg)
+		return m
+	}
+	for _, a := range arrows {
+		if !match(a.from, from) {
+			continue
+		}
+		for _, p := range strings.Split(a.to, ", ") {
+			if match(p, to) {
+				return true, true
+			}
+		}
+		return false, true
+	}
+	return false, false
+}
+
+func TestImportArrowsPointDown(t *testing.T) {
+	pkgs := modulePackages(t)
+	for _, want := range []string{"main", "hub", "cache", "filter", "pool", "wire"} {
+		if _, ok := pkgs[want]; !ok {
+			t.Fatalf("package %s not found; the walk is broken (found %v)", want, pkgs)
+		}
+	}
+	for pkg, imports := range pkgs {
+		for _, imp := range imports {
+			to, ours := strings.CutPrefix(imp, "nodehub/")
+			if !ours {
+				continue
+			}
+			ok, known := allowed(pkg, to)
+			switch {
+			case !known:
+				t.Errorf("package %s has no row in the arrows table (design_test.go, docs/ARCHITECTURE.md): say what it may import", pkg)
+			case !ok && pendingArrows[pkg+" → "+to]:
+				t.Logf("pending: %s imports %s (being removed)", pkg, to)
+			case !ok:
+				t.Errorf("%s imports %s: an arrow the table does not allow (arrows point down: main → hub → hub's parts → {cache, filter, pool} → listwatch → wire)", pkg, to)
+			}
+		}
+	}
+}
+
+func TestArchitectureDocShowsTheArrows(t *testing.T) {
+	doc, err := os.ReadFile("docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range arrows {
+		row := fmt.Sprintf("| `%s` | %s |", a.from, a.to)
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/ARCHITECTURE.md lacks the arrows row %q", row)
+		}
+	}
+}
+
+func TestArrowsTable(t *testing.T) {
+	for _, tt := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"main", "hub", true}, {"main", "wire", true}, {"main", "hub/remote", false},
+		{"hub", "hub/remote", true}, {"hub", "pool", true},
+		{"hub/local", "cache", true}, {"hub/certs", "hub/atomicfile", true}, {"hub/local", "hub", false}, {"hub/local", "hub/remote", false},
+		{"cache", "wire", true}, {"cache", "hub", false}, {"pool", "cache", false}, {"pool", "listwatch", true}, {"listwatch", "pool", false}, {"cache", "listwatch", false}, {"filter", "pool", false}, {"wire", "cache", false},
+	} {
+		if ok, known := allowed(tt.from, tt.to); ok != tt.ok || !known {
+			t.Errorf("%s → %s: allowed %v (known %v), want %v", tt.from, tt.to, ok, known, tt.ok)
+		}
+	}
+}
+
+// README and the architecture page point only inside the repository: a relative link names a
+// file that exists here, and no path leaves the checkout.
+func TestDocsPointInsideTheRepository(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`)
+	for _, doc := range []string{"README.md", "docs/ARCHITECTURE.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(text), "../") {
+			t.Errorf("%s names a path outside the repository (../)", doc)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(doc), target)); err != nil {
+				t.Errorf("%s links %s, which is not in the repository", doc, target)
+			}
+		}
+	}
+}

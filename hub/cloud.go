@@ -1,0 +1,93 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"nodehub/cache"
+	"nodehub/hub/local"
+	"nodehub/hub/remote"
+	"nodehub/listwatch"
+	"nodehub/wire"
+)
+
+// cloudClient is the hub's one way of reaching the cloud as the node for its own requests (pool
+// sharing, OTA, GC, the topology source): an http.RoundTripper whose requests carry only a path
+// and query ("/api/v1/pods?..."); a healthy server chosen by the balancer answers, with the node's
+// identity, a watch on a streaming connection. The node lease's heartbeat is the exception: it
+// goes to each server through that server's own Backend.
+type cloudClient struct{ balancer *remote.Balancer }
+
+// RoundTrip implements http.RoundTripper.
+func (c cloudClient) RoundTrip(req *http.Request) (*http.Response, error) {
+	stream := req.URL.Query().Get("watch") != ""
+	return c.balancer.RoundTrip(req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node, Stream: stream})))
+}
+
+// cloud returns the hub's cloud client.
+func (s *Server) cloud() cloudClient { return cloudClient{s.balancer} }
+
+// errOffline ends a watch of the hub's own readers when the cloud is unreachable.
+var errOffline = errors.New("hub: the cloud is unreachable")
+
+// ownFetch returns how one of the hub's own readers (named component, as in its User-Agent
+// "nodehub/<component>") reads the cloud: as the node through the cloud client while the cloud is
+// reachable, each 200 answer teed into the cache as the hub's own (cache.SelfComponent); while
+// it is not, a get or list is answered from that cache and a watch waits for the cloud to come
+// back, then fails so the reader lists again.
+func (s *Server) ownFetch(component string) listwatch.Fetch {
+	return func(ctx context.Context, path string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", wire.MediaJSON)
+		req.Header.Set("User-Agent", "nodehub/"+component)
+		ri, err := wire.ParseRequest(req)
+		if err != nil {
+			return nil, err
+		}
+		if !s.state.Online() && s.local != nil {
+			if ri.Verb == wire.VerbWatch {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-s.state.Changed():
+					return nil, errOffline
+				}
+			}
+			rec := &recordedResponse{header: http.Header{}, code: http.StatusOK}
+			s.local.ServeHTTP(rec, req, &local.Request{Info: ri, Own: cache.SelfComponent, Shared: true})
+			return rec.response(req), nil
+		}
+		resp, err := s.cloud().RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		if s.cache != nil && resp.StatusCode == http.StatusOK {
+			if body := s.cache.Tee(ri, cache.SelfComponent, resp); body != nil {
+				resp.Body = body
+			}
+		}
+		return resp, nil
+	}
+}
+
+// recordedResponse is an answer of the local proxy kept in memory, for the hub's own readers.
+type recordedResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (r *recordedResponse) Header() http.Header         { return r.header }
+func (r *recordedResponse) WriteHeader(code int)        { r.code = code }
+func (r *recordedResponse) Write(p []byte) (int, error) { return r.body.Write(p) }
+
+func (r *recordedResponse) response(req *http.Request) *http.Response {
+	return &http.Response{StatusCode: r.code, Status: http.StatusText(r.code), Header: r.header,
+		Body: io.NopCloser(&r.body), ContentLength: int64(r.body.Len()), Request: req}
+}

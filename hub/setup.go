@@ -1,0 +1,134 @@
+package hub
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"nodehub/hub/certs"
+	"nodehub/hub/dummyif"
+	"nodehub/hub/remote"
+)
+
+// What main needs besides Config to start a hub: the checks of the values that go into Config,
+// and the node's credentials and serving certificate it hands to Config. main reaches hub's parts
+// (hub/certs, hub/dummyif, hub/remote) only through these.
+
+// Load-balancing modes (Config.LBMode).
+const (
+	RoundRobin = remote.RoundRobin
+	Priority   = remote.Priority
+)
+
+// ParseServerAddr checks one cloud server address of Config.Servers ("host:port" means https).
+func ParseServerAddr(addr string) (*url.URL, error) { return remote.ParseServerAddr(addr) }
+
+// The hub's link (Config.DummyIf): YurtHub's defaults.
+const (
+	DefaultDummyIfName = dummyif.DefaultName
+	DefaultDummyIfIPv4 = dummyif.DefaultIPv4
+	DefaultDummyIfIPv6 = dummyif.DefaultIPv6
+)
+
+// ValidateDummyIfName checks the link's name (at most 15 characters).
+func ValidateDummyIfName(name string) error { return dummyif.ValidateName(name) }
+
+// ValidateDummyIfIP checks the link's address (inside 169.254.0.0/16 but not YurtHub's reserved
+// addresses, or IPv6).
+func ValidateDummyIfIP(ip net.IP) error { return dummyif.ValidateIP(ip) }
+
+// How the node gets its credentials (NodeIdentity.Mode).
+const (
+	// BootstrapToken: nodehub obtains and renews its own client certificate with a join token or a
+	// bootstrap kubeconfig; without either (and no certificate from an earlier bootstrap), it uses
+	// kubelet's credentials.
+	BootstrapToken = certs.ModeToken
+	// BootstrapKubeletCertificate: kubelet's client certificate and CA.
+	BootstrapKubeletCertificate = certs.ModeKubeletCertificate
+	// DefaultKubeletKubeconfig is where kubelet's kubeconfig usually is.
+	DefaultKubeletKubeconfig = certs.KubeletKubeconfig
+)
+
+// ValidateJoinToken checks a bootstrap token's form (abcdef.0123456789abcdef).
+func ValidateJoinToken(tok string) error {
+	_, _, err := certs.ParseToken(tok)
+	return err
+}
+
+// ParseCAHash checks one "sha256:<hex>" pin of the cluster CA's public key and returns it
+// normalized.
+func ParseCAHash(h string) (string, error) { return certs.ParseCAHash(h) }
+
+// NodeIdentity says where the node's credentials come from (the bootstrap flags).
+type NodeIdentity struct {
+	Mode     string // BootstrapToken or BootstrapKubeletCertificate
+	Servers  []string
+	NodeName string
+	// PKIDir is <root-dir>/pki: the hub's certificates.
+	PKIDir string
+	// Token bootstrap: a join token with its CA pins, or a bootstrap kubeconfig.
+	JoinToken          string
+	CAHashes           []string
+	SkipCAVerification bool
+	BootstrapFile      string
+	// Organizations are added to system:nodes in the client certificate.
+	Organizations []string
+	// Files: kubelet's kubeconfig, or the files named directly (they override the mode).
+	KubeletKubeconfig             string
+	ClientCert, ClientKey, CAFile string
+}
+
+// Bootstraps reports whether the hub obtains the node's certificate itself (token mode with a
+// token, a bootstrap file, or a certificate an earlier bootstrap left in PKIDir) rather than
+// reading kubelet's or the named files.
+func (id NodeIdentity) Bootstraps() bool {
+	if id.Mode != BootstrapToken || id.ClientCert != "" || id.CAFile != "" {
+		return false
+	}
+	if id.JoinToken != "" || id.BootstrapFile != "" {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(id.PKIDir, certs.ClientPEMName))
+	return err == nil
+}
+
+// StartCredentials returns the node's credentials for Config.Credentials and, when the hub
+// bootstraps them, Config.SetToken (else nil). A bootstrapping hub renews its certificate until
+// ctx ends; an error it cannot recover from (a wrong CA pin) arrives on the returned channel.
+func StartCredentials(ctx context.Context, id NodeIdentity, log *slog.Logger) (Credentials, func(string) error, <-chan error) {
+	fatal := make(chan error, 1)
+	if id.Bootstraps() {
+		mgr := certs.NewManager(certs.ManagerConfig{
+			Servers: id.Servers, NodeName: id.NodeName, Organizations: id.Organizations, Dir: id.PKIDir,
+			Token: id.JoinToken, Discovery: certs.Discovery{CAHashes: id.CAHashes, SkipCAVerification: id.SkipCAVerification},
+			BootstrapKubeconfig: id.BootstrapFile, Log: log,
+		})
+		go func() {
+			if err := mgr.Run(ctx); err != nil {
+				fatal <- err
+			}
+		}()
+		return mgr, mgr.SetToken, fatal
+	}
+	if id.Mode == BootstrapToken && id.ClientCert == "" && id.CAFile == "" {
+		log.Info("no --join-token or --bootstrap-file and no bootstrapped certificate: using kubelet's credentials", "kubeconfig", id.KubeletKubeconfig)
+	}
+	src := certs.NewSource(certs.KubeletFiles(id.KubeletKubeconfig, id.ClientCert, id.ClientKey, id.CAFile))
+	if err := src.Err(); err != nil {
+		log.Warn("node credentials not loaded yet; retrying in the background", "err", err)
+	}
+	return src, nil, fatal
+}
+
+// ServingCertificate obtains the hub's serving certificate (a kubernetes.io/kubelet-serving CSR
+// for ips and the kubernetes service names, stored in pkiDir and renewed until ctx ends) and
+// returns Config.ServingCert.
+func ServingCertificate(ctx context.Context, servers []string, nodeName, pkiDir string, ips []net.IP, creds Credentials, log *slog.Logger) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	s := certs.NewServing(certs.ServingConfig{Servers: servers, NodeName: nodeName, Dir: pkiDir, IPs: ips, Creds: creds, Log: log})
+	go s.Run(ctx)
+	return s.GetCertificate
+}

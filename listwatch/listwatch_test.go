@@ -1,0 +1,114 @@
+package listwatch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"nodehub/wire"
+)
+
+func fetchFrom(srv *httptest.Server) Fetch {
+	return func(ctx context.Context, path string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		return srv.Client().Do(req)
+	}
+}
+
+func TestListWatchAndStatusErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Query().Get("watch") == "" && r.URL.Path == "/api/v1/services":
+			io.WriteString(w, `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}`)
+		case r.URL.Path == "/api/v1/services":
+			io.WriteString(w, `{"type":"ADDED","object":{"metadata":{"name":"c"}}}`+"\n")
+			io.WriteString(w, `{"type":"DELETED","object":{"metadata":{"name":"a"}}}`+"\n")
+		default:
+			w.WriteHeader(http.StatusGone)
+			io.WriteString(w, `{"kind":"Status","code":410}`)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	var items []string
+	meta, err := List(ctx, fetchFrom(srv), "/api/v1/services", func(raw []byte) error { items = append(items, string(raw)); return nil })
+	if err != nil || meta.ResourceVersion != "7" || len(items) != 2 || !strings.Contains(items[1], `"b"`) {
+		t.Fatalf("list: %v %q %q", err, meta.ResourceVersion, items)
+	}
+	var events []string
+	err = Watch(ctx, fetchFrom(srv), "/api/v1/services?watch=1", 0, func(ev wire.WatchEvent) error { events = append(events, ev.Type); return nil })
+	if err != nil || strings.Join(events, ",") != "ADDED,DELETED" {
+		t.Fatalf("watch: %v %v", err, events)
+	}
+	_, err = List(ctx, fetchFrom(srv), "/api/v1/gone", func([]byte) error { return nil })
+	if !IsGone(err) {
+		t.Fatalf("410: %v, want IsGone", err)
+	}
+	stop := errors.New("stop")
+	err = Watch(ctx, fetchFrom(srv), "/api/v1/services?watch=1", 0, func(wire.WatchEvent) error { return stop })
+	if !errors.Is(err, stop) {
+		t.Fatalf("an event's error ends the watch with it: %v", err)
+	}
+}
+
+func TestWatchEndsWhenSilent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	start := time.Now()
+	err := Watch(context.Background(), fetchFrom(srv), "/w?watch=1", 100*time.Millisecond, func(wire.WatchEvent) error { return nil })
+	if !errors.Is(err, ErrSilent) {
+		t.Fatalf("silent watch: %v, want ErrSilent", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("ended after %v", d)
+	}
+}
+
+func TestRunRetriesWithBackOffAndWakes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
+	wake := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, time.Hour, time.Hour, func(context.Context) (<-chan struct{}, error) {
+			switch calls.Add(1) {
+			case 1:
+				return nil, nil // success: again at once
+			case 2:
+				return wake, errors.New("failed") // back-off of an hour, unless woken
+			default:
+				cancel()
+				return nil, nil
+			}
+		})
+	}()
+	for calls.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(wake)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wake channel did not end the back-off")
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("%d steps, want 3", n)
+	}
+}
