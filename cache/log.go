@@ -262,7 +262,11 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 	}
 	switch p.typ {
 	case recPut:
-		rv, local, ok := headerRV(p.header)
+		hdr, _, err := p.open()
+		if err != nil {
+			return
+		}
+		rv, local, ok := headerRV(hdr)
 		if !ok {
 			return
 		}
@@ -460,12 +464,13 @@ func (l *rlog) setEnd(end int64) {
 
 func (l *rlog) dead() int64 { return l.end - int64(len(logHeader)) - l.live }
 
-// compactDue says whether the dead bytes passed their bound: twice the live bytes and 1 MiB (so
-// compaction writes at most half a byte per byte appended), or a quarter of the live bytes once
-// the cache is over --cache-max-bytes.
+// compactDue says whether the dead bytes passed their bound: three times the live bytes and 1 MiB
+// (so compaction writes at most a third of a byte per byte appended, and a log takes at most four
+// times what it holds, plus 1 MiB), or a quarter of the live bytes once the cache's files are over
+// --cache-max-bytes.
 func (l *rlog) compactDue() bool {
 	d := l.dead()
-	if d >= 1<<20 && d >= 2*l.live {
+	if d >= 1<<20 && d >= 3*l.live {
 		return true
 	}
 	m := l.s.maxBytes.Load()

@@ -13,7 +13,7 @@ import (
 // time it was written (uvarint Unix seconds). Then, by type:
 //
 //	put       namespace, name, header (uvarint length + bytes, see header.go), flags (1 byte:
-//	          1 = the body is compressed, lz.go), body
+//	          2 = header and body compressed together, compress.go), body
 //	ref       namespace, name, offset of the put record whose object the owner now holds too
 //	del       namespace, name
 //	list      namespace, label selector, field selector, the ListRecord as JSON

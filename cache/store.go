@@ -18,11 +18,12 @@
 // (where each owner's record of each object is, and its resourceVersion), never the objects: reads
 // come from the file, and the page cache does the caching.
 //
-// Bodies of 256 bytes or more are stored compressed (lz.go) when that saves an eighth: what the
-// cloud sent is what is read back, byte for byte.
+// Bodies of 256 bytes or more are stored compressed with their header (compress.go, lz.go) when
+// that saves an eighth: what the cloud sent is what is read back, byte for byte.
 //
-// A log is compacted when its dead bytes (superseded and deleted records) pass twice its live bytes
-// and 1 MiB, so compaction writes at most half a byte for every byte appended.
+// A log is compacted when its dead bytes (superseded and deleted records) pass three times its live
+// bytes and 1 MiB, so compaction writes at most a third of a byte for every byte appended, and a
+// log takes at most four times what it holds (plus 1 MiB; sooner past --cache-max-bytes).
 //
 // The old nodehub layout (one file per object under <root>/<owner>/<resource>.<version>.<group>/)
 // and YurtHub's (the same paths, holding the object's JSON) are read once at start, appended to the
@@ -449,8 +450,8 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	owner := s.ownerID(k.Owner)
 	key := k.ID()
 	hdr := h.marshal()
-	stored, flags := storedBody(body)
-	sum := crc32.Update(crc32.Checksum(hdr, crcTable), crcTable, stored)
+	hfield, flags, stored := storedForm(hdr, body)
+	sum := crc32.Update(crc32.Checksum(hfield, crcTable), crcTable, stored)
 	l.mu.Lock()
 	defer func() {
 		if err == nil && l.compactDue() {
@@ -461,7 +462,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 		l.mu.Unlock()
 	}()
 	if !h.Local {
-		if r := l.shared(key, h.ResourceVersion, sum, hdr, stored); r != nil {
+		if r := l.shared(key, h.ResourceVersion, sum, hfield, stored); r != nil {
 			if l.get(owner, key) == r {
 				return nil // already held
 			}
@@ -474,7 +475,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	} else if err = l.makeRoom(owner, k, int64(len(hdr)+len(body)+frameLen+64)); err != nil {
 		return err
 	}
-	l.buf = putPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, hdr, flags, stored)
+	l.buf = putPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, hfield, flags, stored)
 	err = l.write(l.buf, nil)
 	if cap(l.buf) > 64<<10 {
 		l.buf = nil // a large object's buffer goes
@@ -483,7 +484,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 }
 
 // shared finds a record of key another owner holds with the same version and stored bytes.
-func (l *rlog) shared(key, rv string, sum uint32, hdr, stored []byte) *rec {
+func (l *rlog) shared(key, rv string, sum uint32, hfield, stored []byte) *rec {
 	sl := l.objs[key]
 	if sl == nil || rv == "" {
 		return nil
@@ -494,7 +495,7 @@ func (l *rlog) shared(key, rv string, sum uint32, hdr, stored []byte) *rec {
 			continue
 		}
 		p, err := readRec(l.seg, r.off, r.n)
-		if err == nil && string(p.header) == string(hdr) && string(p.body) == string(stored) {
+		if err == nil && string(p.header) == string(hfield) && string(p.body) == string(stored) {
 			return r
 		}
 	}
@@ -612,13 +613,12 @@ func (s *Store) Get(k Key) (*Header, []byte, error) {
 func (l *rlog) read(sg *segment, loc located) (*Header, []byte, error) {
 	p, err := readRec(sg, loc.off, loc.n)
 	if err == nil {
-		h := &Header{}
-		if err = h.unmarshal(p.header); err == nil {
-			var body []byte
-			if body, err = plainBody(p.body, p.flags); err == nil {
+		var hdr, body []byte
+		if hdr, body, err = p.open(); err == nil {
+			h := &Header{}
+			if err = h.unmarshal(hdr); err == nil {
 				return h, body, nil
 			}
-		} else {
 			err = fmt.Errorf("%w: header: %v", ErrCorrupt, err)
 		}
 	}
