@@ -472,7 +472,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 			}
 			return nil
 		}
-	} else if err = l.makeRoom(owner, k, int64(len(hdr)+len(body)+frameLen+64)); err != nil {
+	} else if err = l.makeRoom(owner, k, int64(len(hfield)+len(stored)+frameLen+64)); err != nil {
 		return err
 	}
 	l.buf = putPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, hfield, flags, stored)

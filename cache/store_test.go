@@ -184,7 +184,7 @@ func TestOfflineChangesStayWithinTheOwnersQuota(t *testing.T) {
 		t.Fatal("the oldest offline event was not collected")
 	}
 	big := Key{Resource: r, Namespace: "default", Name: "big"}
-	if err := s.Put(big, &Header{Name: "big", Local: true}, make([]byte, 200<<10)); !errors.Is(err, ErrFull) {
+	if err := s.Put(big, &Header{Name: "big", Local: true}, []byte(noise(200<<10))); !errors.Is(err, ErrFull) {
 		t.Fatalf("an offline change larger than the quota: %v", err)
 	}
 	fi, _ := os.Stat(filepath.Join(s.Path(), logDir, "events.v1.core.log"))
