@@ -80,9 +80,65 @@ func lzLength(dst []byte, n int) []byte {
 	return append(dst, byte(n))
 }
 
+// lzSize returns the length of what src decodes to (up to max), without decoding it, so the
+// result is allocated once at its size (an offline list of large objects makes no garbage).
+func lzSize(src []byte, max int) (int, error) {
+	n := 0
+	ext := func(i, v int) (int, int, bool) {
+		for {
+			if i >= len(src) {
+				return 0, 0, false
+			}
+			b := src[i]
+			i++
+			v += int(b)
+			if v > max {
+				return 0, 0, false
+			}
+			if b != 255 {
+				return i, v, true
+			}
+		}
+	}
+	ok := true
+	for i := 0; i < len(src); {
+		tok := src[i]
+		i++
+		lit := int(tok >> 4)
+		if lit == 15 {
+			if i, lit, ok = ext(i, lit); !ok {
+				return 0, errLZ
+			}
+		}
+		if lit > len(src)-i {
+			return 0, errLZ
+		}
+		i += lit
+		n += lit
+		if i == len(src) {
+			break
+		}
+		i += 2
+		ml := int(tok&15) + lzMinMatch
+		if tok&15 == 15 {
+			if i, ml, ok = ext(i, ml); !ok {
+				return 0, errLZ
+			}
+		}
+		if n += ml; n > max {
+			return 0, errLZ
+		}
+	}
+	return n, nil
+}
+
 // lzDecode reverses lzEncode; the result may not pass max bytes.
 func lzDecode(src []byte, max int) ([]byte, error) {
-	dst := make([]byte, 0, 3*len(src))
+	size, err := lzSize(src, max)
+	if err != nil {
+		return nil, err
+	}
+	dst := make([]byte, 0, size)
 	ext := func(i, n int) (int, int, error) {
 		for {
 			if i >= len(src) {
@@ -99,7 +155,6 @@ func lzDecode(src []byte, max int) ([]byte, error) {
 			}
 		}
 	}
-	var err error
 	for i := 0; i < len(src); {
 		tok := src[i]
 		i++
@@ -134,9 +189,12 @@ func lzDecode(src []byte, max int) ([]byte, error) {
 		if off == 0 || off > len(dst) || len(dst)+ml > max {
 			return nil, errLZ
 		}
-		start := len(dst) - off
-		for k := 0; k < ml; k++ {
-			dst = append(dst, dst[start+k])
+		// Copy in chunks that only read bytes already written (a match may overlap itself).
+		for start := len(dst) - off; ml > 0; {
+			n := min(ml, len(dst)-start)
+			dst = append(dst, dst[start:start+n]...)
+			start += n
+			ml -= n
 		}
 	}
 	return dst, nil
