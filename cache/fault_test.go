@@ -109,6 +109,26 @@ func TestENOSPCMidChurn(t *testing.T) {
 	if failures == 0 {
 		t.Fatal("the 2 MiB disk never filled: the test proves nothing")
 	}
+	if ro, _ := s.ReadOnly(); ro {
+		t.Fatal("a full disk made the cache read-only for good")
+	}
+	// Fill what is left: a new resource's log cannot even start, and starts once there is room.
+	filler := filepath.Join(dir, "filler")
+	f, _ := os.Create(filler)
+	for {
+		if _, err := f.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	cm := Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "configmaps"}, Namespace: "default", Name: "c"}
+	if err := s.Put(cm, &Header{Name: "c", Namespace: "default", ResourceVersion: "1"}, []byte("{}")); err == nil {
+		t.Fatal("a write to a full disk succeeded")
+	}
+	os.Remove(filler)
+	if err := s.Put(cm, &Header{Name: "c", Namespace: "default", ResourceVersion: "1"}, []byte("{}")); err != nil {
+		t.Fatalf("the cache does not write again once there is room: %v", err)
+	}
 	// Still served, nothing torn, and the pod list no longer claims to be whole.
 	if n := checkReadable(t, s); n < 2 {
 		t.Fatalf("only %d pods readable after ENOSPC", n)

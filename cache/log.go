@@ -124,11 +124,13 @@ func (l *rlog) load() error {
 	size := fi.Size()
 	if size < int64(len(logHeader)) {
 		if !l.s.readOnly.Load() {
-			if err := f.Truncate(0); err == nil {
+			err := f.Truncate(0)
+			if err == nil {
 				_, err = f.WriteAt([]byte(logHeader), 0)
-				if err != nil {
-					l.s.setReadOnly(err)
-				}
+			}
+			if err != nil { // a full disk: the next write tries again
+				l.s.failed(err)
+				return fmt.Errorf("cache: start %s: %w", l.path(), err)
 			}
 		}
 		l.setEnd(int64(len(logHeader)))
@@ -176,7 +178,7 @@ func (l *rlog) load() error {
 			l.s.log.Info("cache: cut a torn tail off a log", "log", l.name, "at", pos, "bytes", size-pos)
 			if !l.s.readOnly.Load() {
 				if err := f.Truncate(pos); err != nil {
-					l.s.setReadOnly(err)
+					l.s.failed(err)
 				}
 			}
 			size = pos

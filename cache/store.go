@@ -188,7 +188,11 @@ func open(dir string, log *slog.Logger, view bool) (*Store, error) {
 	}
 	if !s.readOnly.Load() {
 		if err := root.MkdirAll(logDir, 0o700); err != nil {
-			s.setReadOnly(err)
+			if isReadOnlyErr(err) {
+				s.setReadOnly(err)
+			} else {
+				log.Warn("cache: cannot create the logs' directory yet", "err", err) // a full disk: retried per write
+			}
 		}
 		s.removeTemps()
 	}
@@ -251,15 +255,17 @@ func (s *Store) loadLogs() error {
 		}
 		l := newRlog(s, name)
 		if err := l.open(); err != nil {
+			if l.seg != nil {
+				l.seg.release()
+			}
 			if errors.Is(err, ErrCorrupt) { // not even a log header: set aside, start anew
 				s.log.Warn("cache: set aside a log that is not one", "log", name, "err", err)
 				s.quarantineFile(filepath.Join(logDir, e.Name()))
-				if l.seg != nil {
-					l.seg.release()
-				}
 				continue
 			}
-			return err
+			// Unreadable, or empty on a full disk: the rest of the cache still answers.
+			s.log.Warn("cache: a log cannot be read; its resource is not answered from the cache", "log", name, "err", err)
+			continue
 		}
 		s.logs[name] = l
 	}
@@ -363,8 +369,15 @@ func (s *Store) logFor(r Resource, create bool) (*rlog, error) {
 	if err := s.writable(); err != nil {
 		return nil, err
 	}
+	if err := s.root.MkdirAll(logDir, 0o700); err != nil {
+		s.failed(err)
+		return nil, err
+	}
 	l := newRlog(s, name)
 	if err := l.open(); err != nil {
+		if l.seg != nil {
+			l.seg.release()
+		}
 		s.failed(err)
 		return nil, err
 	}
