@@ -20,6 +20,8 @@ type options struct {
 	rounds, pods, objects, services int
 	poolServices, kubeletPods       int
 	churn, profile, poolChurn       time.Duration
+	profile100, idle                time.Duration
+	profileSharing                  bool
 	limits                          string
 	sizes                           bool
 	cpuprofile                      string
@@ -34,6 +36,9 @@ func main() {
 	flag.DurationVar(&o.churn, "churn", 10*time.Second, "how long the 100 events/s churn runs")
 	flag.IntVar(&o.services, "services", 1000, "services (each with a 10-endpoint EndpointSlice) in the node profile")
 	flag.DurationVar(&o.profile, "profile", time.Minute, "how long the node profile's 10 updates/s run")
+	flag.BoolVar(&o.profileSharing, "profile-sharing", true, "the node profile's hub shares pool-scope resources (default); false: every client watches the cloud")
+	flag.DurationVar(&o.idle, "idle", idleAfter, "how long a hub runs before its idle RSS is read (also read at half of it)")
+	flag.DurationVar(&o.profile100, "profile-100", 30*time.Second, "how long the node profile's 100 updates/s run")
 	flag.StringVar(&o.limits, "profile-memory-limits", "16Mi,24Mi", "--memory-limit values the node profile's initial lists are run again with")
 	flag.IntVar(&o.poolServices, "pool-services", 200, "services (each with a 10-endpoint EndpointSlice) in the pool benchmark")
 	flag.DurationVar(&o.poolChurn, "pool-churn", 30*time.Second, "how long the pool benchmark's 10 slice updates/s run, per mode")

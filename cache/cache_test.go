@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -244,37 +245,74 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
-func TestCorruptFileIsQuarantinedNotServed(t *testing.T) {
-	s := openStore(t)
-	k := Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "p"}
-	h := Header{ContentType: wire.MediaJSON, Name: "p", Namespace: "default", ResourceVersion: "1"}
-	if err := s.Put(k, &h, []byte(`{"kind":"Pod"}`)); err != nil {
+func TestCorruptRecordIsNeverServedAndListsBecomeIncomplete(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(s.Path(), k.Path())
+	m := newManager(s)
+	respond(t, m, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "kubelet",
+		listBody(t, "10", pod("p", "edge-1", "1", nil), pod("q", "edge-1", "2", nil)))
+	k := Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "p"}
+	if _, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); res.Partial || res.Count != 2 {
+		t.Fatalf("fresh list: %+v", res)
+	}
+	// Rot one byte of p's record in the middle of the log.
+	path := filepath.Join(dir, logDir, "pods.v1.core.log")
 	data, _ := os.ReadFile(path)
-	data[len(data)-3] ^= 0xff
+	i := bytes.Index(data, []byte(`"name":"p"`))
+	if i < 0 {
+		t.Fatal("record not found")
+	}
+	data[i+9] ^= 0xff
 	os.WriteFile(path, data, 0o600)
+	if _, _, err := s.Get(k); err == nil || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("corrupt record served: %v", err)
+	}
+	got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1")
+	if !res.Partial || strings.Join(got, ",") != "q" {
+		t.Fatalf("a list missing a corrupt object is not flagged partial: %v %+v", got, res)
+	}
+	s.Close()
+
+	// At start the bad region is skipped, kept in quarantine, and the list stays incomplete.
+	s, err = Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	if _, _, err := s.Get(k); err == nil {
-		t.Fatal("corrupt file served")
+		t.Fatal("corrupt record served after a restart")
 	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatal("corrupt file not moved aside")
+	got, res = names(t, s, "kubelet", "", "", "spec.nodeName=edge-1")
+	if !res.Partial || strings.Join(got, ",") != "q" {
+		t.Fatalf("after a restart: %v %+v", got, res)
 	}
-	q, _ := os.ReadDir(filepath.Join(s.Path(), quarantineDir))
-	if len(q) != 1 {
+	if q, _ := os.ReadDir(filepath.Join(dir, quarantineDir)); len(q) != 1 {
 		t.Fatalf("%d files in quarantine", len(q))
+	}
+	if _, c := s.Verify(context.Background()); c == 0 {
+		t.Fatal("Verify does not report the corruption")
 	}
 }
 
 func TestYurtHubCacheFileIsRead(t *testing.T) {
-	s := openStore(t)
-	dir := filepath.Join(s.Path(), "kubelet", "pods.v1.core", "default")
+	root := t.TempDir()
+	dir := filepath.Join(root, "kubelet", "pods.v1.core", "default")
 	os.MkdirAll(dir, 0o700)
 	os.WriteFile(filepath.Join(dir, "old"), podJSON(t, pod("old", "edge-1", "3", map[string]string{"a": "b"})), 0o600)
+	s, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	got, _ := names(t, s, "kubelet", "", "a=b", "spec.nodeName=edge-1")
 	if strings.Join(got, ",") != "old" {
 		t.Fatalf("YurtHub file not read: %v", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, "kubelet")); !os.IsNotExist(err) {
+		t.Fatal("the old layout was not removed once in the logs")
 	}
 }
 

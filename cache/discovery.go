@@ -44,16 +44,3 @@ func (s *Store) GetDiscovery(path, form string) (string, []byte, error) {
 	}
 	return h.ContentType, body, nil
 }
-
-// Owners lists the caches' owners (components, and component@credential).
-func (s *Store) Owners() []string {
-	entries, err := readDirNames(s, ".")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, unescape(e))
-	}
-	return out
-}

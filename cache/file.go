@@ -7,10 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 
 	"nodehub/wire"
 )
@@ -135,6 +132,12 @@ func decodeYurtHubFile(data []byte, resource string) (*Header, []byte, error) {
 	return &h, trimmed, nil
 }
 
+// isRV reports whether a resourceVersion is an etcd revision (a number).
+func isRV(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
+}
+
 // newerRV reports whether resourceVersion a is newer than b (both etcd revisions); a version
 // that is not a number is taken as newer, so an unknown format never blocks an update.
 func newerRV(a, b string) bool {
@@ -144,19 +147,4 @@ func newerRV(a, b string) bool {
 		return a != b
 	}
 	return x > y
-}
-
-// ReadFile reads and checks one cache file by its path, without opening the store (for tools and
-// tests that look at a cache another process owns).
-func ReadFile(path string) (*Header, []byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	dir := filepath.Base(filepath.Dir(path)) // <resource>.<version>.<group>, or a namespace
-	if strings.Count(dir, ".") < 2 {
-		dir = filepath.Base(filepath.Dir(filepath.Dir(path)))
-	}
-	resource, _, _ := strings.Cut(dir, ".")
-	return decodeFile(data, resource)
 }

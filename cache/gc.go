@@ -1,111 +1,150 @@
 package cache
 
 import (
-	"errors"
-	"io/fs"
-	"path/filepath"
 	"strings"
 	"time"
 )
 
-// DropOwner removes a component's whole cache: its own directory and those of its requests that
-// carried their own credentials (component@…). It returns how many directories went.
+// DropOwner removes a component's whole cache: its own and that of its requests that carried
+// their own credentials (component@…). It returns how many owners went.
 func (s *Store) DropOwner(component string) (int, error) {
 	if component == "" || strings.ContainsAny(component, "/@") {
 		return 0, ErrBadKey
 	}
-	entries, err := fs.ReadDir(s.root.FS(), ".")
-	if err != nil {
-		return 0, err
+	var drop []string
+	for _, o := range s.Owners() {
+		if o == component || strings.HasPrefix(o, component+"@") {
+			drop = append(drop, o)
+		}
 	}
+	for _, o := range drop {
+		if err := s.dropOwner(o); err != nil {
+			return 0, err
+		}
+	}
+	return len(drop), nil
+}
+
+// dropOwner appends a drop record to every log the owner holds something in.
+func (s *Store) dropOwner(name string) error {
+	owner, ok := s.lookupOwner(name)
+	if !ok {
+		return nil
+	}
+	var err error
+	s.eachLog(func(l *rlog) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err != nil || !l.holdsAny(owner) {
+			return
+		}
+		l.buf = dropPayload(l.room(), name, l.s.now())
+		err = l.write(l.buf, nil)
+		if err == nil && l.compactDue() {
+			_ = l.compact()
+		}
+	})
+	return err
+}
+
+func (l *rlog) holdsAny(owner int32) bool {
+	for k := range l.lists {
+		if k.owner == owner {
+			return true
+		}
+	}
+	for _, sl := range l.objs {
+		if sl.find(owner) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Owners lists the caches' owners (components, and component@credential) that hold anything.
+func (s *Store) Owners() []string {
+	s.omu.Lock()
+	n := len(s.owners)
+	s.omu.Unlock()
+	held := make([]bool, n)
+	s.eachLog(func(l *rlog) {
+		l.mu.RLock()
+		for k := range l.lists {
+			if int(k.owner) < n {
+				held[k.owner] = true
+			}
+		}
+		for _, sl := range l.objs {
+			for _, h := range sl.holds {
+				if int(h.owner) < n {
+					held[h.owner] = true
+				}
+			}
+		}
+		l.mu.RUnlock()
+	})
+	var out []string
+	for i, ok := range held {
+		if ok {
+			out = append(out, s.ownerName(int32(i)))
+		}
+	}
+	return out
+}
+
+// RemoveOlder removes the cached objects of a resource (every owner, every version and group)
+// written longer than age ago. It returns how many went.
+func (s *Store) RemoveOlder(resource string, age time.Duration, now time.Time) (int, error) {
+	limit := now.Add(-age).Unix()
 	n := 0
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() && (name == escape(component) || strings.HasPrefix(name, escape(component)+"@")) {
-			if err := s.removeAll(name); err != nil {
-				return n, err
+	var err error
+	s.eachLog(func(l *rlog) {
+		if res, _, _, _ := parseLogName(l.name); res != resource || err != nil {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		type gone struct {
+			key   string
+			owner int32
+		}
+		var old []gone
+		for key, sl := range l.objs {
+			for _, h := range sl.holds {
+				if int64(h.r.at) < limit {
+					old = append(old, gone{key, h.owner})
+				}
+			}
+		}
+		for _, g := range old {
+			ns, name := splitID(g.key)
+			l.buf = delPayload(l.room(), s.ownerName(g.owner), uint32(now.Unix()), ns, name)
+			if err = l.write(l.buf, nil); err != nil {
+				return
 			}
 			n++
 		}
-	}
-	return n, nil
+		if l.compactDue() {
+			_ = l.compact()
+		}
+	})
+	return n, err
 }
 
-// RemoveOlder removes the cached objects of a resource (every owner, every version and group) not
-// written for longer than age. It returns how many went.
-func (s *Store) RemoveOlder(resource string, age time.Duration, now time.Time) (int, error) {
-	owners, err := fs.ReadDir(s.root.FS(), ".")
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, o := range owners {
-		if !o.IsDir() || strings.HasPrefix(o.Name(), ".") {
-			continue
-		}
-		dirs, _ := fs.ReadDir(s.root.FS(), o.Name())
-		for _, d := range dirs {
-			if !d.IsDir() || !strings.HasPrefix(d.Name(), resource+".") {
-				continue
-			}
-			base := o.Name() + "/" + d.Name()
-			err := fs.WalkDir(s.root.FS(), base, func(p string, e fs.DirEntry, err error) error {
-				if err != nil {
-					return nil
-				}
-				if e.IsDir() {
-					if p != base && strings.HasPrefix(e.Name(), ".") {
-						return fs.SkipDir // list records
-					}
-					return nil
-				}
-				if strings.HasPrefix(e.Name(), ".") {
-					return nil
-				}
-				if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > age {
-					if s.root.Remove(filepath.FromSlash(p)) == nil {
-						n++
-					}
-				}
-				return nil
-			})
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return n, err
-			}
-		}
-	}
-	if n > 0 {
-		s.dirty.Store(true)
-		s.recount()
-	}
-	return n, nil
-}
-
-// AgeOut removes the caches of owners none of whose files was written for longer than unused.
+// AgeOut removes the caches of owners that wrote nothing for longer than unused.
 func (s *Store) AgeOut(unused time.Duration, now time.Time) ([]string, error) {
-	owners, err := fs.ReadDir(s.root.FS(), ".")
-	if err != nil {
-		return nil, err
-	}
+	limit := now.Add(-unused).Unix()
 	var gone []string
-	for _, o := range owners {
-		if !o.IsDir() || strings.HasPrefix(o.Name(), ".") {
-			continue
-		}
-		var newest time.Time
-		_ = fs.WalkDir(s.root.FS(), o.Name(), func(p string, e fs.DirEntry, err error) error {
-			if err == nil {
-				if info, err := e.Info(); err == nil && info.ModTime().After(newest) {
-					newest = info.ModTime()
-				}
-			}
-			return nil
-		})
-		if now.Sub(newest) > unused {
-			if err := s.removeAll(o.Name()); err != nil {
+	for _, o := range s.Owners() {
+		id, _ := s.lookupOwner(o)
+		s.omu.Lock()
+		at := s.ownerAt[id]
+		s.omu.Unlock()
+		if int64(at) < limit {
+			if err := s.dropOwner(o); err != nil {
 				return gone, err
 			}
-			gone = append(gone, unescape(o.Name()))
+			gone = append(gone, o)
 		}
 	}
 	return gone, nil

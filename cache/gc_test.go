@@ -1,58 +1,55 @@
 package cache
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"nodehub/wire"
 )
 
-func put(t *testing.T, s *Store, owner, resource, ns, name string) string {
+func put(t *testing.T, s *Store, owner, resource, ns, name string) Key {
 	t.Helper()
 	k := Key{Resource: Resource{Owner: owner, Version: "v1", Resource: resource}, Namespace: ns, Name: name}
 	if err := s.Put(k, &Header{ContentType: wire.MediaJSON, Name: name, Namespace: ns}, []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(s.Path(), k.Path())
+	return k
 }
 
 func TestGC(t *testing.T) {
 	s := openStore(t)
-	old := put(t, s, "kubelet", "events", "default", "old")
-	fresh := put(t, s, "kubelet", "events", "default", "fresh")
-	pod := put(t, s, "kubelet", "pods", "default", "p")
 	now := time.Now()
 	past := now.Add(-3 * time.Hour)
-	os.Chtimes(old, past, past)
-	os.Chtimes(pod, past, past)
+	s.clock = func() time.Time { return past }
+	old := put(t, s, "kubelet", "events", "default", "old")
+	pod := put(t, s, "kubelet", "pods", "default", "p")
+	s.clock = nil
+	fresh := put(t, s, "kubelet", "events", "default", "fresh")
 	if n, err := s.RemoveOlder("events", 2*time.Hour, now); err != nil || n != 1 {
 		t.Fatalf("RemoveOlder removed %d: %v", n, err)
 	}
-	for path, want := range map[string]bool{old: false, fresh: true, pod: true} {
-		if _, err := os.Stat(path); (err == nil) != want {
-			t.Errorf("%s exists=%v, want %v", path, err == nil, want)
+	for k, want := range map[Key]bool{old: false, fresh: true, pod: true} {
+		if _, err := s.GetObject(k); (err == nil) != want {
+			t.Errorf("%s cached=%v, want %v", k.Path(), err == nil, want)
 		}
 	}
 
 	put(t, s, "flanneld", "nodes", "", "n")
 	put(t, s, "flanneld@abc", "nodes", "", "n")
-	put(t, s, "flanneld2", "nodes", "", "n")
+	other := put(t, s, "flanneld2", "nodes", "", "n")
 	if n, err := s.DropOwner("flanneld"); err != nil || n != 2 {
-		t.Fatalf("DropOwner removed %d dirs: %v", n, err)
+		t.Fatalf("DropOwner removed %d owners: %v", n, err)
 	}
-	if _, err := os.Stat(filepath.Join(s.Path(), "flanneld2")); err != nil {
+	if _, err := s.GetObject(other); err != nil {
 		t.Fatal("DropOwner removed another component")
 	}
 	if _, err := s.DropOwner("../x"); err == nil {
 		t.Fatal("DropOwner took a path")
 	}
 
-	stale := put(t, s, "gone-agent", "nodes", "", "n")
-	os.Chtimes(stale, past, past)
-	os.Chtimes(filepath.Dir(stale), past, past)
-	os.Chtimes(filepath.Dir(filepath.Dir(stale)), past, past)
+	s.clock = func() time.Time { return past }
+	put(t, s, "gone-agent", "nodes", "", "n")
+	s.clock = nil
 	gone, err := s.AgeOut(time.Hour, now)
 	if err != nil || len(gone) != 1 || gone[0] != "gone-agent" {
 		t.Fatalf("AgeOut: %v %v", gone, err)

@@ -105,3 +105,19 @@ func (r *headerReader) stringMap() map[string]string {
 	}
 	return m
 }
+
+// headerRV reads just the resourceVersion and the local flag of a marshalled header (the index
+// needs no more, and a write or a start should not build label maps it throws away).
+func headerRV(b []byte) (rv string, local bool, ok bool) {
+	r := headerReader{b: b}
+	for i := 0; i < 6; i++ {
+		n, k := binary.Uvarint(r.b)
+		if k <= 0 || n > uint64(len(r.b)-k) {
+			return "", false, false
+		}
+		r.b = r.b[k+int(n):]
+	}
+	rv = r.string()
+	flags := r.byte()
+	return rv, flags&flagLocal != 0, !r.err
+}

@@ -1,13 +1,8 @@
 package cache
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io/fs"
-	"path/filepath"
-	"strings"
+	"sort"
 	"time"
 
 	"nodehub/wire"
@@ -36,62 +31,88 @@ func (r ListRecord) Selector() (wire.Selector, error) {
 	return wire.NewSelector(r.Namespace, r.LabelSelector, r.FieldSelector)
 }
 
-// listID names a list's record file.
-func listID(ns, ls, fs string) string {
-	sum := sha256.Sum256([]byte(ns + "\x00" + ls + "\x00" + fs))
-	return hex.EncodeToString(sum[:8])
+func (r ListRecord) scope() listScope {
+	return listScope{r.Namespace, r.LabelSelector, r.FieldSelector}
 }
 
-func listPath(r Resource, ns, ls, fs string) string {
-	return filepath.Join(r.Dir(), listsDir, listID(ns, ls, fs))
-}
-
-// PutList records a list.
+// PutList records a list (its keys included: written when a list is reconciled, not per event).
 func (s *Store) PutList(r Resource, rec ListRecord) error {
-	data, err := json.Marshal(rec)
+	if err := r.validate(); err != nil {
+		return err
+	}
+	js, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	return s.writeMeta(listPath(r, rec.Namespace, rec.LabelSelector, rec.FieldSelector), data)
+	l, err := s.logFor(r, true)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = listPayload(l.room(), r.Owner, l.s.now(), rec.scope(), js)
+	return l.write(l.buf, nil)
+}
+
+// setListMeta moves a recorded list's resourceVersion and completeness with a small record (a
+// bookmark does not rewrite the list's keys). A list never recorded is left alone.
+func (s *Store) setListMeta(r Resource, sc listScope, rv string, complete bool) error {
+	l, err := s.logFor(r, false)
+	owner, ok := s.lookupOwner(r.Owner)
+	if l == nil || err != nil || !ok {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls := l.lists[listKey{owner, sc}]
+	if ls == nil || ls.rec.ResourceVersion == rv && ls.rec.Complete == complete {
+		return nil
+	}
+	l.buf = listMetaPayload(l.room(), r.Owner, l.s.now(), sc, rv, complete)
+	return l.write(l.buf, nil)
 }
 
 // List returns the record of one list, or ErrNotFound.
 func (s *Store) List(r Resource, ns, ls, fs string) (ListRecord, error) {
-	var rec ListRecord
-	data, err := s.readMeta(listPath(r, ns, ls, fs))
-	if err != nil {
-		return rec, err
+	l, _ := s.logFor(r, false)
+	owner, ok := s.lookupOwner(r.Owner)
+	if l == nil || !ok {
+		return ListRecord{}, ErrNotFound
 	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return rec, ErrNotFound
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	st := l.lists[listKey{owner, listScope{ns, ls, fs}}]
+	if st == nil {
+		return ListRecord{}, ErrNotFound
 	}
-	return rec, nil
+	return st.rec, nil
 }
 
-// Lists returns every list record of a resource.
+// Lists returns every list record an owner has of a resource (sorted by scope).
 func (s *Store) Lists(r Resource) ([]ListRecord, error) {
-	dir := filepath.ToSlash(filepath.Join(r.Dir(), listsDir))
-	entries, err := fs.ReadDir(s.root.FS(), dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	l, _ := s.logFor(r, false)
+	owner, ok := s.lookupOwner(r.Owner)
+	if l == nil || !ok {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
+	l.mu.RLock()
 	var out []ListRecord
-	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), tmpPrefix) {
-			continue
-		}
-		data, err := s.readMeta(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue
-		}
-		var rec ListRecord
-		if json.Unmarshal(data, &rec) == nil {
-			out = append(out, rec)
+	for k, st := range l.lists {
+		if k.owner == owner {
+			out = append(out, st.rec)
 		}
 	}
+	l.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].scope(), out[j].scope()
+		if a.ns != b.ns {
+			return a.ns < b.ns
+		}
+		if a.ls != b.ls {
+			return a.ls < b.ls
+		}
+		return a.fs < b.fs
+	})
 	return out, nil
 }
 
@@ -104,8 +125,7 @@ func (s *Store) MarkIncomplete(r Resource) error {
 	}
 	for _, rec := range recs {
 		if rec.Complete {
-			rec.Complete = false
-			if err := s.PutList(r, rec); err != nil {
+			if err := s.setListMeta(r, rec.scope(), rec.ResourceVersion, false); err != nil {
 				return err
 			}
 		}

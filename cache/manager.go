@@ -95,6 +95,9 @@ func (m *Manager) Tee(ri *wire.RequestInfo, owner string, resp *http.Response) i
 	if enc != "" && enc != "identity" && enc != "gzip" || enc == "gzip" && kind == StreamWatch {
 		return nil
 	}
+	if kind == StreamList && ri.ResourceVersionMatch == "Exact" {
+		return nil // a historical list: not what the cluster holds now, so neither cached nor reconciled
+	}
 	r := Resource{Owner: owner, Group: ri.Group, Version: ri.Version, Resource: ri.Resource}
 	if r.validate() != nil {
 		return nil

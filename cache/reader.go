@@ -8,7 +8,7 @@ type Item struct {
 	Body   []byte
 }
 
-// Get reads one object. ErrNotFound when it is not cached (or its file failed its check).
+// GetObject reads one object. ErrNotFound when it is not cached (or its record failed its check).
 func (s *Store) GetObject(k Key) (Item, error) {
 	h, body, err := s.Get(k)
 	if err != nil {
@@ -25,10 +25,15 @@ type ListResult struct {
 	// ResourceVersion is the newest of the record's and the items' resourceVersions.
 	ResourceVersion string
 	Count           int
+	// Partial is set when the answer may lack objects the cloud's list holds: the record is
+	// incomplete (a write failed, a queue overflowed, the cache was full, a region of the log was
+	// corrupt), or an object failed its check while being read. A kubelet must not be answered a
+	// partial pod list as if it were whole.
+	Partial bool
 }
 
 // EachInList calls fn, in namespace/name order, for every cached object of r that the selector
-// selects, reading one file at a time (memory does not grow with the number of objects).
+// selects, reading one record at a time (memory does not grow with the number of objects).
 func (s *Store) EachInList(r Resource, sel wire.Selector, fn func(Item) error) (ListResult, error) {
 	var res ListResult
 	recs, err := s.Lists(r)
@@ -51,23 +56,36 @@ func (s *Store) EachInList(r Resource, sel wire.Selector, fn func(Item) error) (
 	}
 	if res.Record != nil {
 		res.ResourceVersion = res.Record.ResourceVersion
+		res.Partial = !res.Record.Complete
 	}
-	err = s.eachObject(r, sel.Namespace, func(k Key, data []byte) error {
-		h, body, err := decodeFile(data, r.Resource)
+	l, _ := s.logFor(r, false)
+	owner, ok := s.lookupOwner(r.Owner)
+	if l == nil || !ok {
+		return res, nil
+	}
+	l.mu.RLock()
+	locs := l.locate(owner, sel.Namespace)
+	sg := l.seg.acquire()
+	l.mu.RUnlock()
+	defer sg.release()
+	for _, loc := range locs {
+		h, body, err := l.read(sg, loc)
 		if err != nil {
-			s.quarantine(k.Path(), err) // corrupt: never served
-			return nil
+			res.Partial = true // corrupt: never served, and the list is not whole
+			continue
 		}
 		if !sel.MatchesMeta(h.Meta(), func() []byte { return body }) {
-			return nil
+			continue
 		}
 		if newerRV(h.ResourceVersion, res.ResourceVersion) {
 			res.ResourceVersion = h.ResourceVersion
 		}
 		res.Count++
-		return fn(Item{Header: h, Body: body})
-	})
-	return res, err
+		if err := fn(Item{Header: h, Body: body}); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
 }
 
 // Meta returns the header as wire.Meta.

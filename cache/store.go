@@ -1,34 +1,59 @@
-// Package cache keeps what a node's clients read from the cloud as flat files on local disk and
-// reads it back for the offline proxy.
+// Package cache keeps what a node's clients read from the cloud on local disk and reads it back for
+// the offline proxy. Flash wears by the bytes written, so objects share pages: every object of one
+// resource, whoever read it, lives in one append-only log.
 //
 // # Layout
 //
-//	<root>/<owner>/<resource>.<version>.<group>/<namespace>/<name>   (namespaced objects)
-//	<root>/<owner>/<resource>.<version>.<group>/<name>               (cluster-scoped objects)
-//	<root>/<owner>/<resource>.<version>.<group>/.lists/<id>          (what each distinct list returned)
-//	<root>/.quarantine/                                              (corrupt files, kept for a look)
-//	<root>/.lock                                                     (one process per cache directory)
+//	<root>/.logs/<resource>.<version>.<group>.log   (every owner's objects and lists of a resource)
+//	<root>/.discovery/<hash>                        (discovery answers, one small file each)
+//	<root>/.quarantine/                             (corrupt regions, kept for a look)
+//	<root>/.lock                                    (one process per cache directory)
 //
-// The owner is the client component (kubelet, kube-proxy, …), or component@credential for
-// requests that carried credentials of their own, so nothing cached for one credential is read
-// back for another. Every path is opened through an os.Root, so no name escapes the directory.
+// A log is a sequence of checksummed records (record.go): an object's new version (put), an owner
+// taking the same bytes another owner already stored (ref, a few dozen bytes: nothing is written
+// twice because two components read it), a delete, a list's record, a list's new resourceVersion
+// or completeness (listmeta: a bookmark does not rewrite the list), an owner dropped. The owner is
+// the client component (kubelet, kube-proxy, …), or component@credential for requests that carried
+// credentials of their own; each owner reads back only what it was answered. Memory holds an index
+// (where each owner's record of each object is, and its resourceVersion), never the objects: reads
+// come from the file, and the page cache does the caching.
+//
+// Bodies of 256 bytes or more are stored compressed with their header (compress.go, lz.go) when
+// that saves an eighth: what the cloud sent is what is read back, byte for byte.
+//
+// A log is compacted when its dead bytes (superseded and deleted records) pass three times its live
+// bytes and 1 MiB, so compaction writes at most a third of a byte for every byte appended, and a
+// log takes at most four times what it holds (plus 1 MiB; sooner past --cache-max-bytes).
+//
+// The old nodehub layout (one file per object under <root>/<owner>/<resource>.<version>.<group>/)
+// and YurtHub's (the same paths, holding the object's JSON) are read once at start, appended to the
+// logs and removed.
 //
 // # What survives a crash
 //
-// An object is written to a temporary file in its own directory and renamed over the old one, so a
-// reader sees the old file or the new one, never a mix. Each file carries a CRC-32C of its header
-// and body; a file torn by a power cut (possible because durability is batched) fails the check,
-// is moved to .quarantine and is never served. Durability is batched: one syncfs(2) of the cache
-// file system per sync interval when anything was written, not one fsync per object, because
-// flash wears with every flush. So a power cut loses at most the last interval's writes, and the
-// checksum guarantees what is left is either right or not served. Temporary files left by a crash
-// are removed at start.
+// Records are only ever appended. Durability is batched: one syncfs(2) of the cache file system per
+// sync interval when anything was written, not one fsync per object, because flash wears with every
+// flush. A kill -9 loses nothing written (the page cache keeps it); a power cut loses at most the
+// writes of the last interval. Every record carries a CRC-32C: at start a log is read record by
+// record, and a record that fails its frame or checksum is never applied. At the tail it is a write
+// the crash cut short, and the log is cut there, so what remains is a prefix of what was written: a
+// consistent, older state, with the lists as they were then. A bad region followed by good records
+// is corruption: it is skipped, copied to .quarantine, and every list of that resource is marked
+// incomplete until it is listed again (the kubelet is not answered a partial pod list as if whole).
+// A record is checked again every time it is read, so a torn or rotten one is never served.
+//
+// A failed write (ENOSPC, EIO) is cut back off the file, marks the resource's lists incomplete in
+// memory at once and on disk before the next record of that resource. Compaction writes a new file,
+// fsyncs it, renames it over the old one and fsyncs the directory: a crash leaves the old log or
+// the new one. A read-only cache file system does not stop the hub: the logs are read, nothing is
+// written, and ReadOnly says so.
 package cache
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -50,149 +75,494 @@ var ErrNotFound = errors.New("cache: not found")
 // ErrLocked is returned by Open when another process holds the cache directory.
 var ErrLocked = errors.New("cache: directory in use by another process")
 
+// ErrReadOnly is returned for a write to a cache whose file system cannot be written.
+var ErrReadOnly = errors.New("cache: read-only")
+
+// ErrFull is returned for an offline change past its owner's quota or --cache-max-bytes.
+var ErrFull = errors.New("cache: full")
+
 const (
 	tmpPrefix     = ".tmp-"
-	listsDir      = ".lists"
+	logDir        = ".logs"
+	logSuffix     = ".log"
 	quarantineDir = ".quarantine"
 	maxQuarantine = 100
+	// DefaultLocalQuota bounds what one owner's offline changes (events created offline, above
+	// all) take when --cache-max-bytes is not set; with it, an owner gets an eighth of it.
+	DefaultLocalQuota = 8 << 20
 )
 
-// Store is the flat-file store under one directory. Safe for concurrent use; writes to one key
-// must come from one goroutine at a time (the Writer's per-resource goroutine).
+// Store is the cache under one directory. Safe for concurrent use.
 type Store struct {
 	root *os.Root
 	path string
 	lock *os.File
 	log  *slog.Logger
 
-	dirty   atomic.Bool
-	size    atomic.Int64 // bytes in cache files (kept up to date by writes and deletes)
-	syncs   atomic.Int64
-	written atomic.Int64 // bytes written to files
-	files   atomic.Int64 // files written
-	tmpSeq  atomic.Uint64
+	mu   sync.Mutex // logs
+	logs map[string]*rlog
 
-	qmu sync.Mutex // quarantine moves
+	omu        sync.Mutex // owners
+	owners     []string
+	ownerIDs   map[string]int32
+	ownerAt    []uint32 // newest record of each owner (Unix seconds)
+	localBytes []int64  // bytes of each owner's offline changes
 
-	// hook, when set (tests), runs before every file write; an error fails the write.
+	liveBytes atomic.Int64 // live records of every log
+	fileBytes atomic.Int64 // every log's file
+
+	readOnly atomic.Bool
+	roErr    atomic.Pointer[string]
+	maxBytes atomic.Int64
+
+	dirty       atomic.Bool
+	syncs       atomic.Int64
+	written     atomic.Int64 // bytes appended to logs (and discovery files)
+	records     atomic.Int64 // records appended (and discovery files)
+	compactions atomic.Int64
+	compacted   atomic.Int64 // bytes compaction wrote
+	corrupt     atomic.Int64 // corrupt records or regions found
+	tmpSeq      atomic.Uint64
+
+	qmu sync.Mutex // quarantine
+
+	// hook, when set (tests), runs before every record is appended; an error fails the write.
 	hook func(rel string) error
+	// clock, when set (tests), stamps records instead of time.Now.
+	clock func() time.Time
 }
 
-// Open opens (creating it if needed) the cache directory, takes its lock and removes temporary
-// files a crash left behind.
+// Open opens (creating it if needed) the cache directory, takes its lock, reads the logs and brings
+// in a cache of the old layout. On a file system that cannot be written it opens the cache read-only
+// (ReadOnly reports it) instead of failing.
 func Open(dir string, log *slog.Logger) (*Store, error) {
+	return open(dir, log, false)
+}
+
+// OpenView opens a cache another process may own, to look at (tools, tests): no lock is taken,
+// nothing is written, and a record still being written is not read.
+func OpenView(dir string) (*Store, error) {
+	s, err := open(dir, slog.New(slog.DiscardHandler), true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loadLogs(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func open(dir string, log *slog.Logger, view bool) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	s := &Store{path: dir, log: log, logs: map[string]*rlog{}, ownerIDs: map[string]int32{}}
+	if view {
+		s.readOnly.Store(true)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		if !isReadOnlyErr(err) {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		s.setReadOnly(err)
+	}
+	if !view {
+		if err := s.takeLock(dir); err != nil {
+			return nil, err
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		if s.lock != nil {
+			s.lock.Close()
+		}
+		if errors.Is(err, fs.ErrNotExist) && s.readOnly.Load() {
+			return s, nil // a read-only file system without the directory: an empty cache that stays empty
+		}
 		return nil, fmt.Errorf("cache: %w", err)
 	}
+	s.root = root
+	if view {
+		return s, nil
+	}
+	if !s.readOnly.Load() {
+		if err := root.MkdirAll(logDir, 0o700); err != nil {
+			if isReadOnlyErr(err) {
+				s.setReadOnly(err)
+			} else {
+				log.Warn("cache: cannot create the logs' directory yet", "err", err) // a full disk: retried per write
+			}
+		}
+		s.removeTemps()
+	}
+	if err := s.loadLogs(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if !s.readOnly.Load() {
+		s.migrate()
+	}
+	return s, nil
+}
+
+func (s *Store) takeLock(dir string) error {
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil && isReadOnlyErr(err) {
+		s.setReadOnly(err)
+		if lock, err = os.Open(filepath.Join(dir, ".lock")); err != nil {
+			lock, err = os.Open(dir) // flock works on the directory too
+		}
+	}
+	if err != nil && s.readOnly.Load() && errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing there, and nothing will be written
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cache: lock: %w", err)
+		return fmt.Errorf("cache: lock: %w", err)
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		pid, _ := io.ReadAll(io.LimitReader(lock, 32))
 		lock.Close()
-		return nil, fmt.Errorf("%w: %s (pid %s)", ErrLocked, dir, strings.TrimSpace(string(pid)))
+		return fmt.Errorf("%w: %s (pid %s)", ErrLocked, dir, strings.TrimSpace(string(pid)))
 	}
-	_ = lock.Truncate(0)
-	_, _ = lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	root, err := os.OpenRoot(dir)
+	if !s.readOnly.Load() {
+		_ = lock.Truncate(0)
+		_, _ = lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	s.lock = lock
+	return nil
+}
+
+// loadLogs reads every log below .logs.
+func (s *Store) loadLogs() error {
+	if s.root == nil {
+		return nil
+	}
+	entries, err := fs.ReadDir(s.root.FS(), logDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("cache: %w", err)
+		return fmt.Errorf("cache: %w", err)
 	}
-	s := &Store{root: root, path: dir, lock: lock, log: log}
-	s.recount()
-	if n, err := s.removeTemps(); err != nil {
-		s.Close()
-		return nil, err
-	} else if n > 0 {
-		log.Info("cache: removed temporary files left by a crash", "count", n)
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), logSuffix)
+		if !ok || e.IsDir() {
+			continue
+		}
+		if _, _, _, ok := parseLogName(name); !ok {
+			continue
+		}
+		l := newRlog(s, name)
+		if err := l.open(); err != nil {
+			if l.seg != nil {
+				l.seg.release()
+			}
+			if errors.Is(err, ErrCorrupt) { // not even a log header: set aside, start anew
+				s.log.Warn("cache: set aside a log that is not one", "log", name, "err", err)
+				s.quarantineFile(filepath.Join(logDir, e.Name()))
+				continue
+			}
+			// Unreadable, or empty on a full disk: the rest of the cache still answers.
+			s.log.Warn("cache: a log cannot be read; its resource is not answered from the cache", "log", name, "err", err)
+			continue
+		}
+		s.logs[name] = l
 	}
-	return s, nil
+	return nil
 }
 
 // Close syncs outstanding writes and releases the lock.
 func (s *Store) Close() error {
 	err := s.Sync()
-	s.root.Close()
-	s.lock.Close() // releases the flock
+	s.mu.Lock()
+	for _, l := range s.logs {
+		l.mu.Lock()
+		if l.seg != nil {
+			l.seg.release()
+			l.seg = nil
+		}
+		l.mu.Unlock()
+	}
+	s.logs = map[string]*rlog{}
+	s.mu.Unlock()
+	if s.root != nil {
+		s.root.Close()
+	}
+	if s.lock != nil {
+		s.lock.Close() // releases the flock
+	}
 	return err
 }
 
 // Path is the cache directory.
 func (s *Store) Path() string { return s.path }
 
-// removeTemps deletes every temporary file below the root.
-func (s *Store) removeTemps() (int, error) {
+// ReadOnly reports whether the cache cannot be written (its file system is read-only, or turned
+// so), and why. The cache still answers from what it holds.
+func (s *Store) ReadOnly() (bool, string) {
+	if !s.readOnly.Load() {
+		return false, ""
+	}
+	if p := s.roErr.Load(); p != nil {
+		return true, *p
+	}
+	return true, "read-only"
+}
+
+func (s *Store) setReadOnly(err error) {
+	msg := err.Error()
+	s.roErr.Store(&msg)
+	if !s.readOnly.Swap(true) {
+		s.log.Warn("cache: the cache directory cannot be written; answering from what it holds, writing nothing", "dir", s.path, "err", err)
+	}
+}
+
+// failed notes a failed write: a file system that turned read-only stops all writes.
+func (s *Store) failed(err error) {
+	if errors.Is(err, unix.EROFS) {
+		s.setReadOnly(err)
+	}
+}
+
+func (s *Store) writable() error {
+	if s.readOnly.Load() {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// SetMaxBytes sets --cache-max-bytes: offline changes stay within it (an owner's within an eighth
+// of it), and logs are compacted sooner once the files pass it.
+func (s *Store) SetMaxBytes(n int64) { s.maxBytes.Store(n) }
+
+// removeTemps deletes the temporary files a crash left (discovery writes, a compaction's file).
+func (s *Store) removeTemps() {
 	n := 0
-	err := fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	_ = fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return nil // a vanished entry is fine
+			return nil
 		}
 		if d.IsDir() && d.Name() == quarantineDir {
 			return fs.SkipDir
 		}
-		if !d.IsDir() && strings.HasPrefix(d.Name(), tmpPrefix) {
+		if !d.IsDir() && (strings.HasPrefix(d.Name(), tmpPrefix) || strings.HasSuffix(d.Name(), ".compact")) {
 			if s.root.Remove(p) == nil {
 				n++
 			}
 		}
 		return nil
 	})
-	return n, err
+	if n > 0 {
+		s.log.Info("cache: removed temporary files left by a crash", "count", n)
+	}
 }
 
-// Put writes an object atomically: a temporary file in the object's directory, renamed over the old.
+// logFor returns a resource's log, opening (creating) it when create is set.
+func (s *Store) logFor(r Resource, create bool) (*rlog, error) {
+	name := logName(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.logs[name]; l != nil || !create {
+		return l, nil
+	}
+	if err := s.writable(); err != nil {
+		return nil, err
+	}
+	if err := s.root.MkdirAll(logDir, 0o700); err != nil {
+		s.failed(err)
+		return nil, err
+	}
+	l := newRlog(s, name)
+	if err := l.open(); err != nil {
+		if l.seg != nil {
+			l.seg.release()
+		}
+		s.failed(err)
+		return nil, err
+	}
+	s.logs[name] = l
+	return l, nil
+}
+
+func (s *Store) eachLog(fn func(*rlog)) {
+	s.mu.Lock()
+	logs := make([]*rlog, 0, len(s.logs))
+	for _, l := range s.logs {
+		logs = append(logs, l)
+	}
+	s.mu.Unlock()
+	for _, l := range logs {
+		fn(l)
+	}
+}
+
+// ownerID interns an owner's name.
+func (s *Store) ownerID(name string) int32 {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	if id, ok := s.ownerIDs[name]; ok {
+		return id
+	}
+	id := int32(len(s.owners))
+	s.owners = append(s.owners, name)
+	s.ownerAt = append(s.ownerAt, 0)
+	s.localBytes = append(s.localBytes, 0)
+	s.ownerIDs[name] = id
+	return id
+}
+
+func (s *Store) lookupOwner(name string) (int32, bool) {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	id, ok := s.ownerIDs[name]
+	return id, ok
+}
+
+func (s *Store) ownerName(id int32) string {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	return s.owners[id]
+}
+
+func (s *Store) touch(owner int32, at uint32) {
+	s.omu.Lock()
+	if at > s.ownerAt[owner] {
+		s.ownerAt[owner] = at
+	}
+	s.omu.Unlock()
+}
+
+func (s *Store) addLocal(owner int32, n int64) {
+	s.omu.Lock()
+	s.localBytes[owner] += n
+	s.omu.Unlock()
+}
+
+func (s *Store) local(owner int32) int64 {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	return s.localBytes[owner]
+}
+
+// Put writes an object. Identical bytes another owner already stored for the same version are not
+// written again (a small ref record says this owner holds them too). An offline change (Header.Local)
+// past its owner's quota first pushes out that owner's oldest offline changes of the resource, and
+// fails with ErrFull when that is not enough.
 func (s *Store) Put(k Key, h *Header, body []byte) error {
 	if err := k.validate(); err != nil {
 		return err
 	}
-	data, err := encodeFile(h, body)
+	if len(body) > maxBody {
+		return fmt.Errorf("cache: put %s: body of %d bytes: %w", k.Path(), len(body), ErrFull)
+	}
+	l, err := s.logFor(k.Resource, true)
 	if err != nil {
 		return fmt.Errorf("cache: put %s: %w", k.Path(), err)
 	}
-	return s.writeAtomic(k.Path(), data)
+	owner := s.ownerID(k.Owner)
+	key := k.ID()
+	hdr := h.marshal()
+	hfield, flags, stored := storedForm(hdr, body)
+	sum := crc32.Update(crc32.Checksum(hfield, crcTable), crcTable, stored)
+	l.mu.Lock()
+	defer func() {
+		if err == nil && l.compactDue() {
+			if cerr := l.compact(); cerr != nil {
+				s.log.Warn("cache: compaction failed", "log", l.name, "err", cerr)
+			}
+		}
+		l.mu.Unlock()
+	}()
+	if !h.Local {
+		if r := l.shared(key, h.ResourceVersion, sum, hfield, stored); r != nil {
+			if l.get(owner, key) == r {
+				return nil // already held
+			}
+			l.buf = refPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, r.off)
+			if err = l.write(l.buf, r); err != nil {
+				return err
+			}
+			return nil
+		}
+	} else if err = l.makeRoom(owner, k, int64(len(hfield)+len(stored)+frameLen+64)); err != nil {
+		return err
+	}
+	l.buf = putPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, hfield, flags, stored)
+	err = l.write(l.buf, nil)
+	if cap(l.buf) > 64<<10 {
+		l.buf = nil // a large object's buffer goes
+	}
+	return err
 }
 
-func (s *Store) writeAtomic(rel string, data []byte) error {
-	dir := filepath.Dir(rel)
-	tmp := filepath.Join(dir, tmpPrefix+filepath.Base(rel)+"."+strconv.FormatUint(s.tmpSeq.Add(1), 36))
-	if s.hook != nil {
-		if err := s.hook(rel); err != nil {
-			return fmt.Errorf("cache: write %s: %w", rel, err)
+// shared finds a record of key another owner holds with the same version and stored bytes.
+func (l *rlog) shared(key, rv string, sum uint32, hfield, stored []byte) *rec {
+	sl := l.objs[key]
+	if sl == nil || rv == "" {
+		return nil
+	}
+	for _, h := range sl.holds {
+		r := h.r
+		if r.local || r.sum != sum || r.rv != rv {
+			continue
+		}
+		p, err := readRec(l.seg, r.off, r.n)
+		if err == nil && string(p.header) == string(hfield) && string(p.body) == string(stored) {
+			return r
 		}
 	}
-	f, err := s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = s.root.MkdirAll(dir, 0o700); err == nil {
-			f, err = s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	return nil
+}
+
+// makeRoom keeps an owner's offline changes within its quota, and the cache within
+// --cache-max-bytes, by removing that owner's oldest offline changes of the resource.
+func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
+	quota := int64(DefaultLocalQuota)
+	max := l.s.maxBytes.Load()
+	if max > 0 {
+		quota = max / 8
+	}
+	if need > quota {
+		return fmt.Errorf("cache: offline change of %d bytes is larger than the quota of %d: %w", need, quota, ErrFull)
+	}
+	var freed int64
+	if old := l.get(owner, k.ID()); old != nil && old.refs == 1 {
+		freed = int64(old.n) // replaced
+	}
+	over := func() bool {
+		if l.s.local(owner)+need-freed > quota {
+			return true
+		}
+		return max > 0 && l.s.Size()+need-freed > max
+	}
+	if !over() {
+		return nil
+	}
+	type cand struct {
+		key string
+		r   *rec
+	}
+	var cands []cand
+	for key, sl := range l.objs {
+		if i := sl.find(owner); i >= 0 && sl.holds[i].r.local && key != k.ID() {
+			cands = append(cands, cand{key, sl.holds[i].r})
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("cache: write %s: %w", rel, err)
+	sort.Slice(cands, func(i, j int) bool { return cands[i].r.off < cands[j].r.off })
+	for _, c := range cands {
+		if !over() {
+			break
+		}
+		ns, name := splitID(c.key)
+		l.buf = delPayload(l.room(), k.Owner, l.s.now(), ns, name)
+		if err := l.write(l.buf, nil); err != nil {
+			return err
+		}
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if over() {
+		return fmt.Errorf("cache: offline change of %s: %w", k.Path(), ErrFull)
 	}
-	var old int64
-	if fi, serr := s.root.Lstat(rel); serr == nil {
-		old = fi.Size()
-	}
-	if err == nil {
-		err = s.root.Rename(tmp, rel)
-	}
-	if err != nil {
-		_ = s.root.Remove(tmp)
-		return fmt.Errorf("cache: write %s: %w", rel, err)
-	}
-	s.size.Add(int64(len(data)) - old)
-	s.dirty.Store(true)
-	s.written.Add(int64(len(data)))
-	s.files.Add(1)
 	return nil
 }
 
@@ -201,145 +571,186 @@ func (s *Store) Delete(k Key) error {
 	if err := k.validate(); err != nil {
 		return err
 	}
-	fi, serr := s.root.Lstat(k.Path())
-	if err := s.root.Remove(k.Path()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cache: delete %s: %w", k.Path(), err)
+	l, err := s.logFor(k.Resource, false)
+	if l == nil || err != nil {
+		return err
 	}
-	if serr == nil {
-		s.size.Add(-fi.Size())
-	}
-	s.dirty.Store(true)
-	return nil
-}
-
-// Size is the bytes the cache's files take (their contents, not the file system's blocks).
-func (s *Store) Size() int64 { return s.size.Load() }
-
-// recount sets Size from the files on disk (at start, and after removing whole directories).
-func (s *Store) recount() {
-	var n int64
-	_ = fs.WalkDir(s.root.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
+	owner, ok := s.lookupOwner(k.Owner)
+	if !ok {
 		return nil
-	})
-	s.size.Store(n)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.get(owner, k.ID()) == nil {
+		return nil
+	}
+	l.buf = delPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name)
+	return l.write(l.buf, nil)
 }
 
-// Get reads and checks an object. A corrupt file is quarantined and reported as ErrNotFound
-// wrapped with ErrCorrupt.
+// Size is the bytes the cached objects and lists take in the logs (dead records not counted).
+func (s *Store) Size() int64 { return s.liveBytes.Load() }
+
+// located is where an owner's record of an object is, taken under the log's lock.
+type located struct {
+	key string
+	off int64
+	n   uint32
+}
+
+// Get reads and checks an object. A record that fails its check is reported as ErrNotFound
+// wrapped with ErrCorrupt, and the resource's lists become incomplete.
 func (s *Store) Get(k Key) (*Header, []byte, error) {
 	if err := k.validate(); err != nil {
 		return nil, nil, err
 	}
-	return s.read(k.Path(), k.Resource.Resource)
-}
-
-func (s *Store) read(rel, resource string) (*Header, []byte, error) {
-	data, err := s.root.ReadFile(rel)
-	if errors.Is(err, fs.ErrNotExist) {
+	l, _ := s.logFor(k.Resource, false)
+	owner, ok := s.lookupOwner(k.Owner)
+	if l == nil || !ok {
 		return nil, nil, ErrNotFound
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("cache: read %s: %w", rel, err)
+	l.mu.RLock()
+	r := l.get(owner, k.ID())
+	if r == nil {
+		l.mu.RUnlock()
+		return nil, nil, ErrNotFound
 	}
-	h, body, err := decodeFile(data, resource)
-	if err != nil {
-		s.quarantine(rel, err)
-		return nil, nil, fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
-	return h, body, nil
+	loc := located{off: r.off, n: r.n}
+	sg := l.seg.acquire()
+	l.mu.RUnlock()
+	defer sg.release()
+	return l.read(sg, loc)
 }
 
-// Header reads just an object's header (the body is not checked).
-func (s *Store) Header(k Key) (*Header, error) {
-	if err := k.validate(); err != nil {
-		return nil, err
-	}
-	f, err := s.root.Open(k.Path())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	bp := headerBufs.Get().(*[]byte)
-	defer headerBufs.Put(bp)
-	buf := *bp
-	n, _ := io.ReadFull(f, buf)
-	h, need, err := decodeHeader(buf[:n])
-	if err == nil && h == nil && need > 0 {
-		more := make([]byte, need)
-		copy(more, buf[:n])
-		if _, err = io.ReadFull(f, more[n:]); err == nil {
-			h, _, err = decodeHeader(more)
+// read reads one object record, marking the lists incomplete when it is corrupt.
+func (l *rlog) read(sg *segment, loc located) (*Header, []byte, error) {
+	p, err := readRec(sg, loc.off, loc.n)
+	if err == nil {
+		var hdr, body []byte
+		if hdr, body, err = p.open(); err == nil {
+			h := &Header{}
+			if err = h.unmarshal(hdr); err == nil {
+				return h, body, nil
+			}
+			err = fmt.Errorf("%w: header: %v", ErrCorrupt, err)
 		}
 	}
-	if err != nil || h == nil {
-		// A YurtHub file, or a torn one: read it whole, which checks (and quarantines) it.
-		h, _, err = s.read(k.Path(), k.Resource.Resource)
-	}
+	l.s.corrupt.Add(1)
+	l.s.log.Warn("cache: a record failed its check and is not served", "log", l.name, "offset", loc.off, "err", err)
+	l.mu.Lock()
+	l.lose()
+	l.mu.Unlock()
+	return nil, nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+}
+
+// Header reads an object's header.
+func (s *Store) Header(k Key) (*Header, error) {
+	h, _, err := s.Get(k)
 	return h, err
 }
 
-// headerBufs hold the first bytes of files read for their headers (most headers are a few
-// hundred bytes; a longer one is read in full).
-var headerBufs = sync.Pool{New: func() any { b := make([]byte, 1024); return &b }}
-
-// Keys calls fn with every object of a resource, in one namespace or ("" ) all of them, in
-// directory order. Cluster-scoped objects have no namespace directory.
-func (s *Store) Keys(r Resource, namespace string, fn func(Key) error) error {
-	base := r.Dir()
-	walkDir := func(rel, ns string) error {
-		entries, err := fs.ReadDir(s.root.FS(), filepath.ToSlash(rel))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if strings.HasPrefix(name, ".") {
-				continue
-			}
-			if e.IsDir() {
-				if ns == "" && namespace == "" {
-					if err := s.Keys(r, unescape(name), fn); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if err := fn(Key{Resource: r, Namespace: ns, Name: unescape(name)}); err != nil {
-				return err
-			}
-		}
-		return nil
+// head returns what the index knows of an owner's object without reading it.
+func (s *Store) head(k Key) (rv string, local, ok bool) {
+	l, _ := s.logFor(k.Resource, false)
+	owner, found := s.lookupOwner(k.Owner)
+	if l == nil || !found {
+		return "", false, false
 	}
-	if namespace != "" {
-		return walkDir(filepath.Join(base, escape(namespace)), namespace)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	r := l.get(owner, k.ID())
+	if r == nil {
+		return "", false, false
 	}
-	return walkDir(base, "")
+	return r.rv, r.local, true
 }
 
-// quarantine moves a corrupt file aside (keeping the newest maxQuarantine) so it is never read again.
-func (s *Store) quarantine(rel string, why error) {
+// Keys calls fn with every object of a resource an owner holds, in one namespace or ("") all of
+// them, in namespace/name order.
+func (s *Store) Keys(r Resource, namespace string, fn func(Key) error) error {
+	for _, loc := range s.locate(r, namespace) {
+		ns, name := splitID(loc.key)
+		if err := fn(Key{Resource: r, Namespace: ns, Name: name}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// locate lists where an owner's objects of a resource are, sorted by namespace and name.
+func (s *Store) locate(r Resource, namespace string) []located {
+	l, _ := s.logFor(r, false)
+	owner, ok := s.lookupOwner(r.Owner)
+	if l == nil || !ok {
+		return nil
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.locate(owner, namespace)
+}
+
+func (l *rlog) locate(owner int32, namespace string) []located {
+	var out []located
+	for key, sl := range l.objs {
+		if namespace != "" {
+			ns, _ := splitID(key)
+			if ns != namespace {
+				continue
+			}
+		}
+		if i := sl.find(owner); i >= 0 {
+			out = append(out, located{key: key, off: sl.holds[i].r.off, n: sl.holds[i].r.n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ni, mi := splitID(out[i].key)
+		nj, mj := splitID(out[j].key)
+		if ni != nj {
+			return ni < nj
+		}
+		return mi < mj
+	})
+	return out
+}
+
+// quarantineBytes keeps a corrupt region of a log (up to 1 MiB of it) for a look.
+func (s *Store) quarantineBytes(name string, f *os.File, from, to int64) {
+	if s.readOnly.Load() {
+		return
+	}
+	n := min(to-from, 1<<20)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
+		return
+	}
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	if err := s.root.MkdirAll(quarantineDir, 0o700); err != nil {
-		_ = s.root.Remove(rel)
+		return
+	}
+	dst := filepath.Join(quarantineDir, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+name+"@"+strconv.FormatInt(from, 10))
+	_ = s.root.WriteFile(dst, buf, 0o600)
+	s.trimQuarantine()
+}
+
+// quarantineFile moves a whole file aside.
+func (s *Store) quarantineFile(rel string) {
+	if s.readOnly.Load() {
+		return
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if err := s.root.MkdirAll(quarantineDir, 0o700); err != nil {
 		return
 	}
 	dst := filepath.Join(quarantineDir, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strings.ReplaceAll(filepath.ToSlash(rel), "/", "_"))
 	if err := s.root.Rename(rel, dst); err != nil {
 		_ = s.root.Remove(rel)
 	}
-	s.log.Warn("cache: quarantined a corrupt file", "file", rel, "err", why)
+	s.trimQuarantine()
+}
+
+func (s *Store) trimQuarantine() {
 	entries, err := fs.ReadDir(s.root.FS(), quarantineDir)
 	if err == nil && len(entries) > maxQuarantine {
 		for _, e := range entries[:len(entries)-maxQuarantine] {
@@ -348,39 +759,25 @@ func (s *Store) quarantine(rel string, why error) {
 	}
 }
 
-// Verify reads every file once and quarantines the ones that fail their checksum. It is meant to
-// run once in the background after start.
+// Verify reports how many records the logs hold and how many corrupt records or regions were
+// found. Every record is checked when the logs are read at Open, so it reads nothing again.
 func (s *Store) Verify(ctx context.Context) (checked, bad int) {
-	_ = fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	s.eachLog(func(l *rlog) {
+		l.mu.RLock()
+		for _, sl := range l.objs {
+			checked += len(sl.holds)
 		}
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() {
-			if p != "." && strings.HasPrefix(d.Name(), ".") {
-				return fs.SkipDir // the cache's own files
-			}
-			return nil
-		}
-		parts := strings.Split(p, "/")
-		if strings.HasPrefix(d.Name(), ".") || len(parts) < 3 {
-			return nil
-		}
-		resource, _, _ := strings.Cut(parts[1], ".")
-		checked++
-		if _, _, err := s.read(p, resource); errors.Is(err, ErrCorrupt) {
-			bad++
-		}
-		return nil
+		l.mu.RUnlock()
 	})
-	return checked, bad
+	return checked, int(s.corrupt.Load())
 }
 
 // Sync makes everything written so far durable with one syncfs(2), if anything was written.
 func (s *Store) Sync() error {
 	if !s.dirty.Swap(false) {
+		return nil
+	}
+	if s.lock == nil {
 		return nil
 	}
 	s.syncs.Add(1)
@@ -389,6 +786,14 @@ func (s *Store) Sync() error {
 		return fmt.Errorf("cache: syncfs: %w", err)
 	}
 	return nil
+}
+
+// syncDir makes a rename in a directory durable.
+func (s *Store) syncDir(rel string) {
+	if d, err := s.root.Open(rel); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
 }
 
 // RunSync syncs once per interval until ctx ends, then a last time.
@@ -410,19 +815,62 @@ func (s *Store) RunSync(ctx context.Context, interval time.Duration) {
 
 // Stats are the store's counters since Open.
 type Stats struct {
-	Syncs, FilesWritten, BytesWritten int64
+	Syncs int64
+	// FilesWritten counts records appended (and discovery files written); BytesWritten their bytes.
+	FilesWritten, BytesWritten int64
+	// Compactions and CompactedBytes are what compaction rewrote.
+	Compactions, CompactedBytes int64
+	// Corrupt counts corrupt records and regions found.
+	Corrupt int64
 }
 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
-	return Stats{Syncs: s.syncs.Load(), FilesWritten: s.files.Load(), BytesWritten: s.written.Load()}
+	return Stats{Syncs: s.syncs.Load(), FilesWritten: s.records.Load(), BytesWritten: s.written.Load(),
+		Compactions: s.compactions.Load(), CompactedBytes: s.compacted.Load(), Corrupt: s.corrupt.Load()}
 }
 
-// writeMeta writes one of the cache's own small files (a list record) atomically.
-func (s *Store) writeMeta(rel string, data []byte) error { return s.writeAtomic(rel, data) }
+// writeAtomic writes one of the cache's own small files (a discovery answer): a temporary file
+// renamed over the old one.
+func (s *Store) writeAtomic(rel string, data []byte) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	dir := filepath.Dir(rel)
+	tmp := filepath.Join(dir, tmpPrefix+filepath.Base(rel)+"."+strconv.FormatUint(s.tmpSeq.Add(1), 36))
+	f, err := s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = s.root.MkdirAll(dir, 0o700); err == nil {
+			f, err = s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		}
+	}
+	if err != nil {
+		s.failed(err)
+		return fmt.Errorf("cache: write %s: %w", rel, err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.root.Rename(tmp, rel)
+	}
+	if err != nil {
+		_ = s.root.Remove(tmp)
+		s.failed(err)
+		return fmt.Errorf("cache: write %s: %w", rel, err)
+	}
+	s.dirty.Store(true)
+	s.written.Add(int64(len(data)))
+	s.records.Add(1)
+	return nil
+}
 
 // readMeta reads one of the cache's own small files.
 func (s *Store) readMeta(rel string) ([]byte, error) {
+	if s.root == nil {
+		return nil, ErrNotFound
+	}
 	b, err := s.root.ReadFile(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
@@ -430,164 +878,5 @@ func (s *Store) readMeta(rel string) ([]byte, error) {
 	return b, err
 }
 
-// removeAll removes a directory below the root.
-func (s *Store) removeAll(rel string) error {
-	s.dirty.Store(true)
-	defer s.recount()
-	return s.root.RemoveAll(rel)
-}
-
-// readDirNames lists the directories below rel that are not the cache's own (no leading dot).
-func readDirNames(s *Store, rel string) ([]string, error) {
-	entries, err := fs.ReadDir(s.root.FS(), rel)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
-}
-
-// eachObject reads, in namespace/name order, every object file of a resource in one namespace or
-// ("") all of them. Each directory is opened once through the root and its files relative to it
-// (O_NOFOLLOW: no name leads out), which is several times cheaper than a path walk per file.
-func (s *Store) eachObject(r Resource, namespace string, fn func(k Key, data []byte) error) error {
-	base := r.Dir()
-	if namespace != "" {
-		return s.scanDir(filepath.Join(base, escape(namespace)), func(name string, data []byte, isDir bool) error {
-			if isDir {
-				return nil
-			}
-			return fn(Key{Resource: r, Namespace: namespace, Name: unescape(name)}, data)
-		})
-	}
-	return s.scanDir(base, func(name string, data []byte, isDir bool) error {
-		if !isDir {
-			return fn(Key{Resource: r, Name: unescape(name)}, data) // a cluster-scoped object
-		}
-		ns := unescape(name)
-		return s.scanDir(filepath.Join(base, name), func(name string, data []byte, isDir bool) error {
-			if isDir {
-				return nil
-			}
-			return fn(Key{Resource: r, Namespace: ns, Name: unescape(name)}, data)
-		})
-	})
-}
-
-// scanDir calls fn for each entry of a directory below the root that is not the cache's own, in
-// name order, with the file's bytes (nil for a directory).
-func (s *Store) scanDir(rel string, fn func(name string, data []byte, isDir bool) error) error {
-	d, err := s.root.Open(rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	entries, err := d.ReadDir(-1)
-	if err != nil {
-		return err
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	dfd := int(d.Fd())
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
-		if e.IsDir() {
-			if err := fn(name, nil, true); err != nil {
-				return err
-			}
-			continue
-		}
-		data, err := readAt(dfd, name)
-		if err != nil {
-			continue // gone meanwhile, or not a regular file: nothing to serve
-		}
-		if err := fn(name, data, false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readAt reads a regular file by name relative to an open directory.
-func readAt(dfd int, name string) ([]byte, error) {
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxBody+maxHeader+preambleLen {
-		return nil, fs.ErrInvalid
-	}
-	buf := make([]byte, st.Size)
-	for off := 0; off < len(buf); {
-		n, err := unix.Read(fd, buf[off:])
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return buf[:off], nil
-		}
-		off += n
-	}
-	return buf, nil
-}
-
-// dirCache keeps the directories a batch writes into open, so reading the header of each object
-// before writing it costs an openat and a read, not a walk of the whole path.
-type dirCache struct {
-	s    *Store
-	dirs map[string]*os.File
-}
-
-func (c *dirCache) header(k Key) (*Header, error) {
-	if err := k.validate(); err != nil {
-		return nil, err
-	}
-	rel := k.Path()
-	dir, name := filepath.Dir(rel), filepath.Base(rel)
-	if c.dirs == nil {
-		c.dirs = map[string]*os.File{}
-	}
-	d, ok := c.dirs[dir]
-	if !ok {
-		f, err := c.s.root.Open(dir)
-		if err == nil {
-			d = f
-		}
-		c.dirs[dir] = d
-	}
-	if d == nil {
-		return nil, ErrNotFound
-	}
-	data, err := readAt(int(d.Fd()), name)
-	if err != nil {
-		return nil, ErrNotFound
-	}
-	h, _, err := decodeFile(data, k.Resource.Resource)
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-func (c *dirCache) close() {
-	for _, d := range c.dirs {
-		if d != nil {
-			d.Close()
-		}
-	}
-}
+// writeMeta writes one of the cache's own small files.
+func (s *Store) writeMeta(rel string, data []byte) error { return s.writeAtomic(rel, data) }

@@ -310,8 +310,6 @@ func (b *batch) flush() {
 	}
 	var lists []ListRecord
 	listsRead := false
-	dirs := dirCache{s: b.w.store}
-	defer dirs.close()
 	for _, id := range b.order {
 		p := b.pending[id]
 		if p.del {
@@ -327,11 +325,11 @@ func (b *batch) flush() {
 			b.w.fail(b.r, b.w.store.Delete(p.key))
 			continue
 		}
-		old, err := dirs.header(p.key)
-		if err == nil && !old.Local && !newerRV(p.h.ResourceVersion, old.ResourceVersion) {
+		oldRV, oldLocal, cached := b.w.store.head(p.key)
+		if cached && !oldLocal && !newerRV(p.h.ResourceVersion, oldRV) {
 			continue // unchanged (or older): no write
 		}
-		if err != nil && b.w.MaxBytes > 0 && b.w.store.Size() >= b.w.MaxBytes {
+		if !cached && b.w.MaxBytes > 0 && b.w.store.Size() >= b.w.MaxBytes {
 			full = true // a new object past --cache-max-bytes: not cached
 			if b.w.OnFull != nil {
 				b.w.OnFull(b.r)
@@ -357,8 +355,7 @@ func (b *batch) recordBookmarks() {
 	for sc, rv := range b.bookmarks {
 		rec, err := b.w.store.List(b.r, sc.ns, sc.ls, sc.fs)
 		if err == nil && newerRV(rv, rec.ResourceVersion) {
-			rec.ResourceVersion = rv
-			b.w.fail(b.r, b.w.store.PutList(b.r, rec))
+			b.w.fail(b.r, b.w.store.setListMeta(b.r, sc, rv, rec.Complete))
 		}
 	}
 	b.bookmarks = nil
@@ -379,8 +376,9 @@ func heldByOthers(lists []ListRecord, sel wire.Selector) map[string]bool {
 }
 
 // reconcile makes the stored objects in a complete list's scope equal to what the list returned:
-// objects it no longer returns are deleted unless another list still selects them. Then the list
-// is recorded.
+// objects it no longer returns are deleted unless another list still selects them or they are
+// newer than the list (a list answered from a lagging watch cache, rv=0, must not delete what a
+// watch already brought). Then the list is recorded.
 func (b *batch) reconcile(st *Stream) error {
 	lists, err := b.w.store.Lists(b.r)
 	if err != nil {
@@ -395,6 +393,9 @@ func (b *batch) reconcile(st *Stream) error {
 		h, err := b.w.store.Header(k)
 		if err != nil {
 			return nil
+		}
+		if newerRV(h.ResourceVersion, st.listMeta.ResourceVersion) && isRV(h.ResourceVersion) && isRV(st.listMeta.ResourceVersion) {
+			return nil // changed after the list's snapshot (a stale rv=0 answer): not the list's to delete
 		}
 		body := func() []byte { _, body, _ := b.w.store.Get(k); return body }
 		if st.sel.MatchesMeta(h.Meta(), body) {

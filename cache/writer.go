@@ -12,8 +12,9 @@ import (
 const DefaultQueueBytes = 4 << 20
 
 // maxPendingBytes is how much parsed, not yet written data one queue holds before it writes
-// without waiting for Delay (a large list is written as it streams, not held whole).
-const maxPendingBytes = 1 << 20
+// without waiting for Delay (a large list is written as it streams, not held whole; the log is
+// only appended to, so writing it in 256 KiB pieces costs the flash nothing more).
+const maxPendingBytes = 256 << 10
 
 // Writer takes what responses tee into the cache and applies it to the Store off the clients'
 // path: one queue per resource and, while it has work, one goroutine writing it, so resources

@@ -90,6 +90,11 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintln(w, "secure port: no serving certificate yet (its kubernetes.io/kubelet-serving CSR awaits approval); pods cannot use the hub until then")
 		}
 	}
+	if s.cache != nil {
+		if ro, why := s.cache.Store.ReadOnly(); ro {
+			fmt.Fprintf(w, "cache read-only (%s): answering offline from what it holds, caching nothing new\n", why)
+		}
+	}
 	if s.cache != nil && s.cfg.CacheMaxBytes > 0 && s.cache.Store.Size() >= s.cfg.CacheMaxBytes {
 		fmt.Fprintf(w, "cache full: %d of %d bytes; new objects are not cached\n", s.cache.Store.Size(), s.cfg.CacheMaxBytes)
 	}

@@ -14,15 +14,20 @@ import (
 const unusedCacheAge = 7 * 24 * time.Hour
 
 // runGC collects the cache: once, as soon as the cloud is reachable, kubelet's pods of this node
-// are re-listed so pods deleted while the hub was down leave the cache; then every GCFrequency,
-// while the cloud is reachable, old events and unused components' caches are removed.
+// are re-listed so pods deleted while the hub was down leave the cache; every GCFrequency old
+// events are removed (offline too: offline creates are what piles up then) and, while the cloud
+// is reachable, unused components' caches.
 func (s *Server) runGC(ctx context.Context) {
-	if !s.waitReached(ctx) {
-		return
-	}
-	if err := s.relistNodePods(ctx); err != nil {
-		s.log.Warn("cache gc: re-list of this node's pods failed", "err", err)
-	}
+	reached := make(chan struct{})
+	go func() {
+		if !s.waitReached(ctx) {
+			return
+		}
+		if err := s.relistNodePods(ctx); err != nil {
+			s.log.Warn("cache gc: re-list of this node's pods failed", "err", err)
+		}
+		close(reached)
+	}()
 	t := time.NewTicker(s.cfg.GCFrequency)
 	defer t.Stop()
 	for {
@@ -31,14 +36,19 @@ func (s *Server) runGC(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !s.balancer.Healthy() {
-			continue // offline: the cache is all the node has
-		}
 		now := time.Now()
 		for _, res := range []string{"events"} {
 			if n, err := s.cache.Store.RemoveOlder(res, s.cfg.GCFrequency, now); err != nil || n > 0 {
 				s.log.Info("cache gc: removed old events", "count", n, "err", err)
 			}
+		}
+		select {
+		case <-reached:
+		default:
+			continue
+		}
+		if !s.balancer.Healthy() {
+			continue // offline: the cache is all the node has
 		}
 		if gone, err := s.cache.Store.AgeOut(unusedCacheAge, now); err != nil || len(gone) > 0 {
 			s.log.Info("cache gc: dropped unused caches", "components", gone, "err", err)

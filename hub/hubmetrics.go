@@ -103,7 +103,14 @@ func (m *hubMetrics) watchCache(c *cache.Manager) {
 	m.reg.NewGaugeFunc("nodehub_cache_queued_bytes", "Bytes waiting in the cache writer queues.", func() float64 { return float64(c.Writer.Queued()) })
 	m.reg.NewCounterFunc("nodehub_cache_syncs_total", "syncfs calls that made cache writes durable.", func() float64 { return float64(c.Store.Stats().Syncs) })
 	m.reg.NewCounterFunc("nodehub_cache_written_bytes_total", "Bytes written to cache files.", func() float64 { return float64(c.Store.Stats().BytesWritten) })
-	m.reg.NewCounterFunc("nodehub_cache_files_written_total", "Cache files written.", func() float64 { return float64(c.Store.Stats().FilesWritten) })
+	m.reg.NewCounterFunc("nodehub_cache_files_written_total", "Cache records (and discovery files) written.", func() float64 { return float64(c.Store.Stats().FilesWritten) })
+	m.reg.NewCounterFunc("nodehub_cache_compaction_written_bytes_total", "Bytes the compaction of cache logs wrote.", func() float64 { return float64(c.Store.Stats().CompactedBytes) })
+	m.reg.NewGaugeFunc("nodehub_cache_read_only", "1 when the cache directory cannot be written.", func() float64 {
+		if ro, _ := c.Store.ReadOnly(); ro {
+			return 1
+		}
+		return 0
+	})
 }
 
 func (m *hubMetrics) serverHealth(b *remote.Backend, healthy bool) {

@@ -210,6 +210,7 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("hub: %w", err)
 		}
+		store.SetMaxBytes(cfg.CacheMaxBytes)
 		w := cache.NewWriter(store, cache.DefaultQueueBytes, cfg.Log)
 		w.Delay = cfg.CacheSyncInterval
 		w.MaxBytes = cfg.CacheMaxBytes

@@ -211,9 +211,10 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 }
 
 // kubeletCanUse reports whether kubelet may be given this pod list: an empty one makes kubelet
-// kill the node's pods, so it is never invented where the cloud had pods.
+// kill the node's pods, so it is never invented where the cloud had pods; nor a partial one (an
+// object unreadable, a write that failed): the missing pods would die.
 func kubeletCanUse(pl *listPlan, res cache.ListResult) bool {
-	return !(res.Count == 0 && pl.record != nil && len(pl.record.Keys) > 0)
+	return !res.Partial && !(res.Count == 0 && pl.record != nil && len(pl.record.Keys) > 0)
 }
 
 // listBuffer is the buffer between the items read and the client (written out when full).

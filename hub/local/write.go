@@ -59,7 +59,11 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 		UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels, Fields: m.Fields, Local: true}
 	k := cache.Key{Resource: resource(req.Owners[0], ri), Namespace: m.Namespace, Name: m.Name}
 	if err := p.Store.Put(k, &h, body); err != nil {
-		p.status(w, req, http.StatusInternalServerError, err.Error())
+		code := http.StatusInternalServerError
+		if errors.Is(err, cache.ErrFull) {
+			code = http.StatusInsufficientStorage // past the owner's quota of offline changes
+		}
+		p.status(w, req, code, err.Error())
 		return
 	}
 	p.respondObject(w, req, http.StatusCreated, body)

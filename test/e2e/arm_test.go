@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodehub/cache"
 	"nodehub/e2e/harness"
 )
 
@@ -73,7 +73,7 @@ func TestARMBinariesUnderQemu(t *testing.T) {
 	}
 	p := pods.Items[0]
 	eventually(t, 10*time.Second, "arm64 hub cached the pods", func() error {
-		_, err := os.Stat(filepath.Join(h.CacheDir, "kubelet/pods.v1.core", p.Namespace, p.Name))
+		_, _, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/pods.v1.core", p.Namespace, p.Name))
 		return err
 	})
 	relay.Refuse()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodehub/cache"
 	"nodehub/e2e/harness"
 )
 
@@ -32,7 +32,7 @@ func TestRestartCollectsPodsDeletedWhileTheHubWasDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	goneFile := filepath.Join(h.CacheDir, "kubelet/pods.v1.core", ns, "go")
-	eventually(t, 5*time.Second, "pod cached", func() error { _, err := os.Stat(goneFile); return err })
+	eventually(t, 5*time.Second, "pod cached", func() error { _, _, err := cache.ReadFile(goneFile); return err })
 	h.Stop()
 
 	if err := cluster.Admin.CoreV1().Pods(ns).Delete(ctx, "go", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
@@ -40,12 +40,12 @@ func TestRestartCollectsPodsDeletedWhileTheHubWasDown(t *testing.T) {
 	}
 	h2 := startHubIn(t, dir, "")
 	eventually(t, 10*time.Second, "pod deleted while the hub was down leaves the cache", func() error {
-		if _, err := os.Stat(goneFile); err == nil {
+		if _, _, err := cache.ReadFile(goneFile); err == nil {
 			return fmt.Errorf("%s still cached", goneFile)
 		}
 		return nil
 	})
-	if _, err := os.Stat(filepath.Join(h2.CacheDir, "kubelet/pods.v1.core", ns, "stay")); err != nil {
+	if _, _, err := cache.ReadFile(filepath.Join(h2.CacheDir, "kubelet/pods.v1.core", ns, "stay")); err != nil {
 		t.Fatalf("a pod the cloud still has was collected: %v", err)
 	}
 
@@ -56,7 +56,7 @@ func TestRestartCollectsPodsDeletedWhileTheHubWasDown(t *testing.T) {
 		t.Fatalf("DELETE /v1/cache/kubelet: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	if _, err := os.Stat(filepath.Join(h2.CacheDir, "kubelet")); !os.IsNotExist(err) {
+	if cachedOwner(t, h2.CacheDir, "kubelet") {
 		t.Fatal("kubelet's cache still there")
 	}
 	req, _ = http.NewRequest(http.MethodDelete, h2.HubURL+"/v1/cache/..", nil)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"nodehub/cache"
 	"nodehub/e2e/harness"
 )
 
@@ -123,10 +124,10 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 	kubectl(t, h, "get", "svc", "-o", "wide", "-n", ns)
 	eventually(t, 5*time.Second, "reads cached", func() error {
 		for _, f := range []string{"kubelet/pods.v1.core/" + ns + "/off-a", "kubelet/nodes.v1.core/" + harness.NodeName, "kube-proxy/services.v1.core/" + ns + "/web"} {
-			if _, err := os.Stat(filepath.Join(h.CacheDir, f)); err != nil {
+			if _, _, err := cache.ReadFile(filepath.Join(h.CacheDir, f)); err != nil {
 				// Services are pool-scope: once the shared store serves them, its copy is
 				// cached as the hub's own.
-				if _, err2 := os.Stat(filepath.Join(h.CacheDir, strings.Replace(f, "kube-proxy/", "nodehub/", 1))); err2 != nil {
+				if _, _, err2 := cache.ReadFile(filepath.Join(h.CacheDir, strings.Replace(f, "kube-proxy/", "nodehub/", 1))); err2 != nil {
 					return err
 				}
 			}

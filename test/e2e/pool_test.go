@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	nhcache "nodehub/cache"
 	"nodehub/e2e/harness"
 )
 
@@ -255,7 +255,7 @@ func TestPoolStoreCachedForAnOfflineRestart(t *testing.T) {
 	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
 	eventually(t, 20*time.Second, "the shared store's copy cached", func() error {
 		for _, f := range []string{"nodehub/endpointslices.v1.discovery.k8s.io/" + ns + "/s02-abc", "nodehub/services.v1.core/" + ns + "/s02"} {
-			if _, err := os.Stat(filepath.Join(h.CacheDir, f)); err != nil {
+			if _, _, err := nhcache.ReadFile(filepath.Join(h.CacheDir, f)); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehub/e2e/harness"
+)
+
+// churnFigures are what one rate of EndpointSlice updates cost the hub.
+type churnFigures struct {
+	rate              int
+	updates           int
+	took              time.Duration
+	blockWrites       int64   // /proc/<pid>/io write_bytes
+	fileBytes         float64 // bytes appended to the cache's files
+	records           float64
+	syncs             float64
+	compacted         float64 // bytes compaction wrote
+	dropped, errors   float64
+	cpu               time.Duration
+	peakKiB, afterKiB int64
+}
+
+// churnPhase updates distinct EndpointSlices (slice i%services, each second a different set) at
+// rate per second for d, from 8 workers, and measures the hub over it (after its writes settle).
+func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Duration, first int) (churnFigures, error) {
+	f := churnFigures{rate: rate}
+	cpu0, _ := cpuTime(h.Pid())
+	d0, _ := diskWriteBytes(h.Pid())
+	w0, _ := h.Metric("nodehub_cache_written_bytes_total")
+	r0, _ := h.Metric("nodehub_cache_files_written_total")
+	s0, _ := h.Metric("nodehub_cache_syncs_total")
+	c0, _ := h.Metric("nodehub_cache_compaction_written_bytes_total")
+	x0, _ := h.Metric(`nodehub_cache_dropped_total{resource="endpointslices"}`)
+	e0, _ := h.Metric(`nodehub_cache_errors_total{resource="endpointslices"}`)
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if _, err := e.c.Admin.DiscoveryV1().EndpointSlices(ns).Update(e.ctx, profileSlice(i%services, i+1), metav1.UpdateOptions{}); err != nil {
+					failed.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	start := time.Now()
+	for i := first; time.Since(start) < d && failed.Load() == nil; i++ {
+		<-tick.C
+		jobs <- i
+		f.updates++
+		if r, err := rssKiB(h); err == nil && r > f.peakKiB {
+			f.peakKiB = r
+		}
+	}
+	tick.Stop()
+	close(jobs)
+	wg.Wait()
+	f.took = time.Since(start)
+	if err := failed.Load(); err != nil {
+		return f, *err
+	}
+	// Wait for the writes the updates cause: one record each (the shared store's copy, cached as
+	// the hub's own; each is a different slice within a second, so nothing coalesces). The
+	// apiserver's watch can deliver them many seconds late when it is loaded.
+	for i := 0; i < 120; i++ {
+		time.Sleep(time.Second)
+		if r, _ := h.Metric("nodehub_cache_files_written_total"); r-r0 >= float64(f.updates) {
+			break
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	cpu1, _ := cpuTime(h.Pid())
+	d1, _ := diskWriteBytes(h.Pid())
+	w1, _ := h.Metric("nodehub_cache_written_bytes_total")
+	r1, _ := h.Metric("nodehub_cache_files_written_total")
+	s1, _ := h.Metric("nodehub_cache_syncs_total")
+	c1, _ := h.Metric("nodehub_cache_compaction_written_bytes_total")
+	x1, _ := h.Metric(`nodehub_cache_dropped_total{resource="endpointslices"}`)
+	e1, _ := h.Metric(`nodehub_cache_errors_total{resource="endpointslices"}`)
+	f.dropped, f.errors = max(x1, 0)-max(x0, 0), max(e1, 0)-max(e0, 0)
+	f.cpu, f.blockWrites, f.fileBytes, f.records, f.syncs, f.compacted = cpu1-cpu0, d1-d0, w1-w0, r1-r0, s1-s0, c1-c0
+	f.afterKiB, _ = rssKiB(h)
+	return f, nil
+}
+
+func (f churnFigures) print() {
+	n := float64(f.updates)
+	rate := n / f.took.Seconds()
+	goal := "≤ 2 KB"
+	if f.rate >= 100 {
+		goal = "≤ 1 KB"
+	}
+	tag := fmt.Sprintf("_%d_per_s", f.rate)
+	fmt.Printf("updates%s\t%d in %v\t(%.1f/s achieved)\n", tag, f.updates, f.took.Round(time.Second), rate)
+	fmt.Printf("block_writes_per_update%s\t%.2f KB\tgoal %s\t(/proc/pid/io write_bytes: %.0f KiB in all)\n", tag, float64(f.blockWrites)/n/1000, goal, float64(f.blockWrites)/1024)
+	fmt.Printf("file_bytes_per_update%s\t%.0f B\t\t(bytes written to the cache's files, compaction included; %.0f records, %.2f per update; %.0f chunks dropped, %.0f errors)\n", tag, (f.fileBytes+f.compacted)/n, f.records, f.records/n, f.dropped, f.errors)
+	fmt.Printf("syncs_per_second%s\t%.2f\t\t(one syncfs per interval with writes)\n", tag, f.syncs/f.took.Seconds())
+	amp := 1.0
+	if f.fileBytes > 0 {
+		amp = (f.fileBytes + f.compacted) / f.fileBytes
+	}
+	fmt.Printf("compaction_write_amplification%s\t%.2f\t\t((appended + compaction's bytes) / appended; compaction wrote %.0f KiB)\n", tag, amp, f.compacted/1024)
+	fmt.Printf("cpu_per_update%s\t%.3f ms\tgoal ≤ 0.5 ms\t(hub CPU %.2f s)\n", tag, f.cpu.Seconds()*1000/n, f.cpu.Seconds())
+	fmt.Printf("rss_peak_during_updates%s\t%.1f MiB\tgoal ≤ 20 MiB\n", tag, float64(f.peakKiB)/1024)
+	fmt.Printf("rss_after_updates%s\t%.1f MiB\tgoal ≤ 20 MiB\n", tag, float64(f.afterKiB)/1024)
+}
+
+// realDisk describes the file system the cache is on, and refuses a tmpfs (its block writes are
+// always 0, so flash figures measured there would be meaningless).
+func realDisk(dir string) (string, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		if err := unix.Statfs(parentDir(dir), &st); err != nil {
+			return "", err
+		}
+	}
+	switch st.Type {
+	case unix.TMPFS_MAGIC, unix.RAMFS_MAGIC:
+		return "", fmt.Errorf("the cache directory %s is on a tmpfs: block writes cannot be measured there (set TMPDIR to a directory on a real disk)", dir)
+	case unix.EXT4_SUPER_MAGIC:
+		return "ext4", nil
+	case unix.XFS_SUPER_MAGIC:
+		return "xfs", nil
+	case unix.BTRFS_SUPER_MAGIC:
+		return "btrfs", nil
+	case unix.F2FS_SUPER_MAGIC:
+		return "f2fs", nil
+	}
+	return fmt.Sprintf("file system 0x%x", st.Type), nil
+}
+
+func parentDir(p string) string {
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return "/"
+}
