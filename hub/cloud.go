@@ -27,6 +27,15 @@ func (c cloudClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.balancer.RoundTrip(req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node, Stream: stream})))
 }
 
+// serverAsNode is one server reached as the node, for the node lease's heartbeat: an
+// http.RoundTripper of path-only requests like cloudClient, but to that server only.
+type serverAsNode struct{ b *remote.Backend }
+
+// RoundTrip implements http.RoundTripper.
+func (n serverAsNode) RoundTrip(req *http.Request) (*http.Response, error) {
+	return n.b.RoundTrip(remote.Route{Identity: remote.Node}, req)
+}
+
 // cloud returns the hub's cloud client.
 func (s *Server) cloud() cloudClient { return cloudClient{s.balancer} }
 

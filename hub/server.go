@@ -20,6 +20,7 @@ import (
 	"nodehub/hub/dummyif"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
+	"nodehub/hub/nodelease"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
 	"nodehub/hub/topology"
@@ -129,7 +130,7 @@ type Server struct {
 	log      *slog.Logger
 	balancer *remote.Balancer
 	checker  *remote.Checker
-	lease    *NodeLease
+	lease    *nodelease.Lease
 	proxy    *httputil.ReverseProxy
 	metrics  *hubMetrics
 	cache    *cache.Manager
@@ -172,10 +173,10 @@ func New(cfg Config) (*Server, error) {
 		backends = append(backends, b)
 	}
 	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream}
-	s.lease = NewNodeLease(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
+	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
 	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
 	s.checker = &remote.Checker{
-		Probe:            s.lease.Heartbeat,
+		Probe:            func(ctx context.Context, b *remote.Backend) error { return s.lease.Heartbeat(ctx, serverAsNode{b}) },
 		Interval:         cfg.HeartbeatInterval,
 		Timeout:          cfg.HeartbeatTimeout,
 		FailedRetry:      cfg.HeartbeatFailed,
