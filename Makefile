@@ -38,6 +38,8 @@ unit: ## unit tests and short fuzz runs of the wire parsers
 	go test -run '^$$' -fuzz FuzzParseYAML -fuzztime 25000x ./hub/certs
 	go test -run '^$$' -fuzz FuzzClusterInfo -fuzztime 25000x ./hub/certs
 	go test -run '^$$' -fuzz FuzzCredentialOf -fuzztime 25000x ./hub
+	go test -run '^$$' -fuzz FuzzReadNodeFacts -fuzztime 25000x ./wire
+	go test -run '^$$' -fuzz FuzzDecode -fuzztime 25000x ./hub/tokens
 
 deps: ## install what the e2e tests run: promtool, busybox, qemu-user-static (build/deps.sh)
 	sh build/deps.sh

@@ -28,7 +28,8 @@ var directDependencies = []string{"golang.org/x/sys", "k8s.io/api", "k8s.io/apim
 var arrows = []struct{ from, to string }{
 	{"main", "hub, cache, filter, pool, wire"},
 	{"hub", "hub/*, cache, filter, pool, listwatch, wire"},
-	{"hub/*", "hub/atomicfile, cache, filter, pool, listwatch, wire"},
+	{"hub/tokens", "hub/atomicfile, wire"},
+	{"hub/*", "hub/atomicfile, hub/tokens, cache, filter, pool, listwatch, wire"},
 	{"cache", "wire"},
 	{"filter", "wire"},
 	{"pool", "listwatch, wire"},

@@ -47,6 +47,7 @@ type options struct {
 	skipCAVerify      bool
 	hubCertOrgs       string
 	allowRemoteProxy  bool
+	remoteMetrics     bool
 	verbosity         int
 	maxProcs          int
 	cacheAgents       string
@@ -110,6 +111,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.BoolVar(&o.skipCAVerify, "discovery-token-unsafe-skip-ca-verification", false, "trust the CA cluster-info names without a pin")
 	fs.Var(newListValue(&o.hubCertOrgs, ""), "hub-cert-organizations", "organizations added to system:nodes in the node's certificate, comma separated (repeatable)")
 	fs.BoolVar(&o.allowRemoteProxy, "insecure-allow-remote-proxy", false, "allow --bind-proxy-address to be a non-loopback address (its clients must bring their own credentials)")
+	fs.BoolVar(&o.remoteMetrics, "allow-remote-metrics", false, "serve /metrics on the hub port to any address (default: only health and readiness answer beyond loopback)")
 	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", hub.DefaultKubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
 	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may hold the key; YurtHub: --kubelet-client-certificate)")
 	fs.StringVar(&o.clientKey, "client-key", "", "node client key PEM (default: --client-cert)")

@@ -120,6 +120,7 @@ func run(args []string) int {
 		KubeletGracePeriod: o.kubeletGrace,
 		Credentials:        creds,
 		Profiling:          o.profiling,
+		RemoteMetrics:      o.remoteMetrics,
 		Log:                log,
 		RootDir:            o.rootDir,
 		CacheDir:           o.diskCachePath,

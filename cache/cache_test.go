@@ -447,3 +447,22 @@ func TestGzipListIsCached(t *testing.T) {
 		t.Fatalf("gzip list cached %d objects, record %+v", len(names), res.Record)
 	}
 }
+
+func TestPolicySharedResourcesCachedForEveryComponent(t *testing.T) {
+	p := Policy{Agents: []string{"kubelet"}, Excluded: []string{"calico"}, Shared: []string{"discovery.k8s.io/endpointslices", "/services"}}
+	ri := func(comp, group, res string) *wire.RequestInfo {
+		return &wire.RequestInfo{IsResource: true, Verb: "list", Group: group, Version: "v1", Resource: res, Component: comp}
+	}
+	if _, ok := p.Caches(ri("my-app", "discovery.k8s.io", "endpointslices")); !ok {
+		t.Fatal("a pool-scope list of any component not cached")
+	}
+	if _, ok := p.Caches(ri("my-app", "", "services")); !ok {
+		t.Fatal("services of any component not cached")
+	}
+	if _, ok := p.Caches(ri("my-app", "", "configmaps")); ok {
+		t.Fatal("configmaps of a component not in Agents cached")
+	}
+	if _, ok := p.Caches(ri("calico", "", "services")); ok {
+		t.Fatal("an excluded component cached")
+	}
+}

@@ -30,6 +30,10 @@ type Policy struct {
 	// Excluded components are never cached, whatever Agents says (calico's IPAM blocks must never
 	// be served stale).
 	Excluded []string
+	// Shared are resources ("group/resource", the core group empty) cached for every component,
+	// whatever Agents says (Excluded still wins): the pool-scope resources, which every client of
+	// the node (a pod with its own ServiceAccount too) needs offline.
+	Shared []string
 }
 
 func contains(list []string, s string) bool {
@@ -46,7 +50,7 @@ func (p Policy) Caches(ri *wire.RequestInfo) (kind int, ok bool) {
 	if !ri.IsResource || ri.Component == "" || contains(p.Excluded, ri.Component) {
 		return 0, false
 	}
-	if !contains(p.Agents, "*") && !contains(p.Agents, ri.Component) && ri.Component != SelfComponent {
+	if !contains(p.Agents, "*") && !contains(p.Agents, ri.Component) && ri.Component != SelfComponent && !contains(p.Shared, ri.Group+"/"+ri.Resource) {
 		return 0, false
 	}
 	if neverCached[ri.Resource] || (ri.Subresource != "" && ri.Subresource != "status") {

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// hubMux serves the hub's own endpoints on --bind-address:--serve-port.
+// hubMux serves the hub's own endpoints on --bind-address:--serve-port, guarded by loopbackOnly.
 func (s *Server) hubMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -26,7 +26,25 @@ func (s *Server) hubMux() http.Handler {
 	if s.cfg.Profiling {
 		mux.HandleFunc("GET /debug/pprof/", servePprof)
 	}
-	return mux
+	return s.loopbackOnly(mux)
+}
+
+// loopbackOnly guards the hub API: when --bind-address is wider than loopback, a request from
+// another address gets /v1/healthz and /v1/readyz (and /metrics with --allow-remote-metrics) and
+// a 403 for everything else: dropping caches, replacing the join token, OTA upgrades, the pod
+// list and pprof are for the node itself.
+func (s *Server) loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fromLoopback(r) || r.Method == http.MethodGet && (r.URL.Path == "/v1/healthz" || r.URL.Path == "/v1/readyz" ||
+			r.URL.Path == "/metrics" && s.cfg.RemoteMetrics) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.metrics.unauthorized.Inc("hub")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintln(w, "nodehub: the hub API answers only the node itself (loopback)")
+	})
 }
 
 // readyz is 200 when the node's credentials are loaded and some cloud server answered once.

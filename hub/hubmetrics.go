@@ -32,6 +32,7 @@ type hubMetrics struct {
 	throttled     *metrics.CounterVec
 	cacheFull     *metrics.CounterVec
 	unauthorized  *metrics.CounterVec
+	refusedConns  *metrics.CounterVec
 	dummyEnsures  *metrics.CounterVec
 	otaActions    *metrics.CounterVec
 	yurthub       *yurthubMetrics // the same events under YurtHub's names (yurthubmetrics.go)
@@ -54,13 +55,14 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		filterErrors:  reg.NewCounter("nodehub_filter_errors_total", "Objects a filter failed on (passed on unchanged), by filter.", "filter"),
 		filterActions: reg.NewCounter("nodehub_filter_objects_total", "Objects filters changed or removed, by filter and action.", "filter", "action"),
 		cacheFull:     reg.NewCounter("nodehub_cache_full_skipped_total", "New objects not cached because the cache reached --cache-max-bytes.", "resource"),
-		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served."),
+		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served, by budget (node: the node's own clients over loopback; others).", "budget"),
 		unauthorized:  reg.NewCounter("nodehub_unauthorized_requests_total", "Requests refused with 401 because they carried no token where the node's identity is never lent: the secure port, or the plain port from a non-loopback address.", "port"),
 	}
+	m.refusedConns = reg.NewCounter("nodehub_refused_connections_total", "Connections closed at once because one address (or all that are not loopback) held the most a port keeps open, by port.", "port")
 	m.dummyEnsures = reg.NewCounter("nodehub_dummy_if_ensures_total", "Checks (and repairs) of the hub's link and address, by result (ok, error).", "result")
 	m.otaActions = reg.NewCounter("nodehub_ota_actions_total", "Upgrade and imagepull requests on the hub API, by action and answer code.", "action", "code")
 	m.inflightGauge.Set(0)
-	m.yurthub = newYurtHubMetrics(reg, func() float64 { return m.throttled.Value() })
+	m.yurthub = newYurtHubMetrics(reg, func() float64 { return m.throttled.Value("node") + m.throttled.Value("others") })
 	return m
 }
 
@@ -144,18 +146,32 @@ func (m *hubMetrics) inflight(ri *wire.RequestInfo, d float64) {
 	m.yurthub.inflightAdd(ri, d)
 }
 
+// knownVerbs are the verb label's values; any other method a client invents is "other".
+var knownVerbs = map[string]bool{
+	wire.VerbGet: true, wire.VerbList: true, wire.VerbWatch: true, wire.VerbCreate: true, wire.VerbUpdate: true,
+	wire.VerbPatch: true, wire.VerbDelete: true, wire.VerbDeleteCollection: true, wire.VerbProxy: true,
+	"head": true, "options": true,
+}
+
+func verbLabel(verb string) string {
+	if knownVerbs[verb] {
+		return verb
+	}
+	return "other"
+}
+
 func (m *hubMetrics) request(ri *wire.RequestInfo, code int, d time.Duration) {
-	res, comp := resourceLabel(ri), componentLabel(ri)
-	m.requests.Inc(ri.Verb, res, comp, strconv.Itoa(code))
+	res, comp, verb := resourceLabel(ri), componentLabel(ri), verbLabel(ri.Verb)
+	m.requests.Inc(verb, res, comp, strconv.Itoa(code))
 	if ri.Verb != wire.VerbWatch && code != 101 {
-		m.latency.Observe(d.Seconds(), ri.Verb, res, comp)
+		m.latency.Observe(d.Seconds(), verb, res, comp)
 	}
 }
 
 func (m *hubMetrics) cloudBytesFunc(ri *wire.RequestInfo) func(int) {
-	res, comp := resourceLabel(ri), componentLabel(ri)
+	res, comp, verb := resourceLabel(ri), componentLabel(ri), verbLabel(ri.Verb)
 	return func(n int) {
 		m.cloudBytes.Add(float64(n), comp, res)
-		m.yurthub.traffic.Add(float64(n), comp, ri.Verb, ri.Resource, ri.Subresource)
+		m.yurthub.traffic.Add(float64(n), comp, verb, ri.Resource, ri.Subresource)
 	}
 }

@@ -40,9 +40,11 @@ type credential struct {
 	sa   string // hash of the ServiceAccount the token claims, "" when it is not one
 }
 
-// credentialOf reads the Authorization header (hashes only; the token is not kept).
+// credentialOf reads the Authorization header (hashes only; the token is not kept). The two hashes
+// are of disjoint texts ("credential:..." and "sa:..."): no Authorization header, whatever it holds
+// (such as "sa:system:serviceaccount:ns:name"), hashes to a ServiceAccount's cache.
 func credentialOf(auth string) credential {
-	c := credential{hash: shortHash(auth)}
+	c := credential{hash: shortHash("credential:" + auth)}
 	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok {
 		if sub := serviceAccountOf(strings.TrimSpace(tok)); sub != "" {
 			c.sa = shortHash("sa:" + sub)

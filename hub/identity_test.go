@@ -70,3 +70,20 @@ func TestCacheOwnerOfNodeClientCarriesNoCredential(t *testing.T) {
 		t.Fatalf("owner %q: want exactly one @", own)
 	}
 }
+
+// The hash of a credential and the hash of a ServiceAccount never meet: an Authorization header
+// that spells the ServiceAccount's hashed text does not read its cache.
+func TestCredentialHashIsNotAServiceAccountHash(t *testing.T) {
+	sa := credentialOf("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a"}`)).sa
+	for _, auth := range []string{"sa:system:serviceaccount:ns:a", "Bearer sa:system:serviceaccount:ns:a", "sa:" + sa} {
+		if c := credentialOf(auth); c.hash == sa || c.sa == sa {
+			t.Errorf("%q hashes to the ServiceAccount's cache %s", auth, sa)
+		}
+	}
+	s := &Server{ids: newIdentities("", slog.Default())}
+	r, _ := http.NewRequest(http.MethodGet, "http://hub/api/v1/configmaps", nil)
+	r.Header.Set("Authorization", "sa:system:serviceaccount:ns:a")
+	if own, _ := s.cacheOwner(&wire.RequestInfo{Component: "app"}, r, remote.Passthrough); own == "app@"+sa {
+		t.Fatalf("forged credential reads %s", own)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // listen opens a TCP listener; with freebind it may bind an address the node does not hold yet
@@ -43,4 +44,86 @@ func (s *Server) loopbackOrToken(h http.Handler) http.Handler {
 func hasBearer(auth string) bool {
 	const p = "bearer "
 	return len(auth) > len(p) && strings.EqualFold(auth[:len(p)], p) && strings.TrimSpace(auth[len(p):]) != ""
+}
+
+// Connections a listener keeps open for clients that are not on the node itself (pods): at most
+// MaxConnsPerHost from one address and MaxConns in all. Past either, a new connection is closed
+// at once. Loopback clients (the node's own) are never limited.
+const (
+	MaxConnsPerHost = 32
+	MaxConns        = 256
+)
+
+// limitConns wraps a listener with the MaxConns and MaxConnsPerHost bounds; refused counts the
+// connections it closed.
+func limitConns(ln net.Listener, refused func()) net.Listener {
+	return &connLimit{Listener: ln, refused: refused, hosts: map[string]int{}}
+}
+
+type connLimit struct {
+	net.Listener
+	refused func()
+
+	mu    sync.Mutex
+	n     int
+	hosts map[string]int
+}
+
+func (l *connLimit) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		host := hostOf(c.RemoteAddr())
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+			return c, nil
+		}
+		l.mu.Lock()
+		if l.n >= MaxConns || l.hosts[host] >= MaxConnsPerHost {
+			l.mu.Unlock()
+			_ = c.Close()
+			if l.refused != nil {
+				l.refused()
+			}
+			continue
+		}
+		l.n++
+		l.hosts[host]++
+		l.mu.Unlock()
+		return &limitedConn{Conn: c, release: func() { l.release(host) }}, nil
+	}
+}
+
+func (l *connLimit) release(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n--
+	if l.hosts[host]--; l.hosts[host] <= 0 {
+		delete(l.hosts, host)
+	}
+}
+
+func hostOf(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.String()
+	}
+	h, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return h
+}
+
+// limitedConn gives its slot back when closed (once).
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

@@ -92,3 +92,17 @@ func (s *Server) servePool(w http.ResponseWriter, r *http.Request, ri *wire.Requ
 	}
 	st.ServeList(w, sv)
 }
+
+// sharedResources are the resources cached for every client, whatever --cache-agents lists: the
+// pool-scope resources (services and endpointslices when sharing is off), so a client with its
+// own ServiceAccount reads what it last received offline, also after a restart.
+func sharedResources(rs []pool.Resource) []string {
+	if len(rs) == 0 {
+		return []string{"/services", "discovery.k8s.io/endpointslices"}
+	}
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Group+"/"+r.Resource)
+	}
+	return out
+}

@@ -15,6 +15,7 @@ import (
 
 	"nodehub/hub/local"
 	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
 	"nodehub/wire"
 )
 
@@ -26,6 +27,14 @@ type proxied struct {
 	client context.Context // the client's own context (the forwarded one also ends when going offline)
 	local  *local.Request  // nil when caching is off
 	cred   credential      // the request's own credential (zero for the node's identity)
+	body   *timedBody      // the request body under its deadline, nil without one
+	node   bool            // forwarded with the node's identity
+
+	// kept is the body of a write the offline proxy can answer, to answer it locally when the
+	// cloud gives no answer (writefallback.go); caller is set for a token request whose answer
+	// is kept (tokens.go).
+	kept   []byte
+	caller string
 }
 
 // serveProxy handles every request on the proxy port: the node lease from the hub's copy; with the
@@ -45,16 +54,23 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		s.metrics.request(ri, rec.code(), time.Since(start))
 	}()
 
-	if max := int64(s.cfg.MaxInFlight); max > 0 && ri.Verb != wire.VerbWatch && r.Header.Get("Upgrade") == "" {
-		n := s.inflight.Add(1)
-		defer s.inflight.Add(-1)
+	if max := int64(s.cfg.MaxInFlight); max > 0 && ri.Verb != wire.VerbWatch && !isUpgrade(r, ri) {
+		// The node's own clients and everyone else have a budget each: pods cannot starve kubelet.
+		budget, who := &s.inflightOthers, "others"
+		if isNodeClient(r) {
+			budget, who = &s.inflightNode, "node"
+		}
+		n := budget.Add(1)
+		defer budget.Add(-1)
 		if n > max {
-			s.metrics.throttled.Inc()
+			s.metrics.throttled.Inc(who)
+			closeUnread(rec, r)
 			rec.Header().Set("Retry-After", "1")
 			wire.WriteStatus(rec, ri.Accept, http.StatusTooManyRequests, "nodehub: too many requests in flight; try again")
 			return
 		}
 	}
+	body := s.limitBody(w, r, ri)
 	id := identityOf(r)
 	if id == remote.Node && s.lease.Owns(ri) {
 		s.lease.ServeHTTP(rec, r, ri)
@@ -74,7 +90,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		own, cred = s.cacheOwner(ri, r, id)
 		lreq = &local.Request{Info: ri, Own: own, Shared: id == remote.Node}
 		if !s.state.Online() {
-			s.metrics.offline.Inc(ri.Verb)
+			s.metrics.offline.Inc(verbLabel(ri.Verb))
 			s.local.ServeHTTP(rec, r, lreq)
 			return
 		}
@@ -108,7 +124,14 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 			defer stopTopo()
 		}
 	}
-	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred})
+	px := &proxied{ri: ri, client: r.Context(), local: lreq, cred: cred, body: body, node: id == remote.Node}
+	if lreq != nil && s.local.AnswersWrite(ri) {
+		px.kept = peekBody(r)
+		if px.kept != nil && isTokenRequest(ri) {
+			px.caller = tokens.Caller(lreq.Shared, r.Header.Get("Authorization"))
+		}
+	}
+	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, px)
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
 }
 
@@ -138,6 +161,9 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The balancer sets scheme and host; the path and query go as the client sent them.
 			pr.Out.Host = ""
+			if px, _ := pr.In.Context().Value(requestKey{}).(*proxied); px != nil && px.node {
+				stripIdentityHeaders(pr.Out.Header)
+			}
 		},
 		Transport: s.balancer,
 		// Zero: a streamed response (a watch, or any body without Content-Length) is flushed after
@@ -155,8 +181,14 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				return errNotAPI
 			}
 			resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+			if px.caller != "" {
+				s.recordToken(px, resp)
+			}
 			if chain := s.filters.For(ri); chain != nil && resp.StatusCode == http.StatusOK {
 				s.filter(chain, ri, resp)
+			}
+			if s.auto != nil && px.local != nil && px.local.Shared && s.isOwnNodeGet(ri) {
+				s.autonomyResponse(resp) // before the cache: it keeps what kubelet received
 			}
 			if s.cache == nil {
 				return nil
@@ -186,6 +218,12 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 // read (and for a watch once the cloud is gone), else with a 503 Status.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	px, _ := r.Context().Value(requestKey{}).(*proxied)
+	if px != nil && px.body != nil && px.body.expired() {
+		// The server cancelled the request when the body's deadline passed; the client still
+		// reads the answer.
+		wire.WriteStatus(w, px.ri.Accept, http.StatusRequestTimeout, "nodehub: the request body was not received in time")
+		return
+	}
 	if px == nil || px.client.Err() != nil {
 		return // the client went away; nothing to answer
 	}
@@ -195,8 +233,11 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
 	v := px.ri.Verb
 	if px.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !s.balancer.Healthy()) {
-		s.metrics.offline.Inc(v)
+		s.metrics.offline.Inc(verbLabel(v))
 		s.local.ServeHTTP(w, r.WithContext(px.client), px.local)
+		return
+	}
+	if s.writeFallback(w, r, px) {
 		return
 	}
 	msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)

@@ -130,14 +130,14 @@ func (c *fakeCloud) took() []seen {
 	return out
 }
 
-// nodeCreds are the node's credentials for the fake cloud: its CA, and a self-signed client
+// tlsNodeCreds are the node's credentials for the fake cloud: its CA, and a self-signed client
 // certificate for system:node:node-a.
-type nodeCreds struct {
+type tlsNodeCreds struct {
 	ca   *x509.CertPool
 	cert tls.Certificate
 }
 
-func newNodeCreds(t *testing.T, cloud *httptest.Server) *nodeCreds {
+func newTLSNodeCreds(t *testing.T, cloud *httptest.Server) *tlsNodeCreds {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -151,14 +151,14 @@ func newNodeCreds(t *testing.T, cloud *httptest.Server) *nodeCreds {
 	}
 	ca := x509.NewCertPool()
 	ca.AddCert(cloud.Certificate())
-	return &nodeCreds{ca: ca, cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
+	return &tlsNodeCreds{ca: ca, cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
 }
 
-func (n *nodeCreds) CAPool() *x509.CertPool { return n.ca }
-func (n *nodeCreds) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+func (n *tlsNodeCreds) CAPool() *x509.CertPool { return n.ca }
+func (n *tlsNodeCreds) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	return &n.cert, nil
 }
-func (n *nodeCreds) Err() error { return nil }
+func (n *tlsNodeCreds) Err() error { return nil }
 
 // proxyFixture is a hub (not running: its proxy handler is served by an httptest server on
 // loopback) in front of a fake cloud, with a cache in a temporary directory.
@@ -172,7 +172,7 @@ func newProxyFixture(t *testing.T, adjust func(*Config)) *proxyFixture {
 	t.Helper()
 	cloud := newFakeCloud(t)
 	cfg := Config{
-		NodeName: "node-a", Servers: []string{cloud.srv.URL}, Credentials: newNodeCreds(t, cloud.srv),
+		NodeName: "node-a", Servers: []string{cloud.srv.URL}, Credentials: newTLSNodeCreds(t, cloud.srv),
 		CacheDir: t.TempDir(), CachePolicy: cache.Policy{Agents: []string{"*"}},
 		Log: slog.New(slog.DiscardHandler),
 	}

@@ -40,14 +40,9 @@ func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
 		case <-time.After(secureRetry):
 		}
 	}
-	hs := &http.Server{
-		Handler:           http.HandlerFunc(s.serveBearer),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		TLSConfig:         &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12},
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	ln = limitConns(ln, func() { s.metrics.refusedConns.Inc("secure") })
+	hs := s.newHTTPServer(ctx, http.HandlerFunc(s.serveBearer))
+	hs.TLSConfig = &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12}
 	s.log.Info("listening", "port", "secure", "addr", ln.Addr().String())
 	s.mu.Lock()
 	s.secure = append(s.secure, ln.Addr())
@@ -80,6 +75,7 @@ func (s *Server) serveBearer(w http.ResponseWriter, r *http.Request) {
 // unauthorized answers 401 with a Status and counts it by port.
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, port, msg string) {
 	s.metrics.unauthorized.Inc(port)
+	closeUnread(w, r)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="nodehub"`)
 	wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized, msg)
 }

@@ -23,6 +23,7 @@ import (
 	"nodehub/hub/nodelease"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
 	"nodehub/hub/topology"
 	"nodehub/pool"
 )
@@ -71,6 +72,9 @@ type Config struct {
 	SetToken func(string) error
 	// Profiling serves /debug/pprof/ on the hub port.
 	Profiling bool
+	// RemoteMetrics serves /metrics to any address the hub port is reached at; by default the
+	// hub API answers only loopback (health and readiness excepted).
+	RemoteMetrics bool
 	// Log receives the hub's logs (default slog.Default()).
 	Log *slog.Logger
 
@@ -91,9 +95,14 @@ type Config struct {
 	Filters filter.Config
 	// CacheMaxBytes stops the caching of new objects past that size (0: no limit).
 	CacheMaxBytes int64
-	// MaxInFlight bounds the proxied requests served at once (long-running ones not counted);
-	// beyond it clients get 429 with Retry-After. 0: no bound.
+	// MaxInFlight bounds the proxied requests served at once (watches and exec, attach and
+	// port-forward upgrades not counted); beyond it clients get 429 with Retry-After. The node's
+	// own clients (over loopback, without a credential of their own) and everyone else each have
+	// a budget of MaxInFlight, so pods cannot starve kubelet. 0: no bound.
 	MaxInFlight int
+	// BodyTimeout bounds the time a client takes to send a request body on the proxy ports
+	// (answered 408 past it). 0: DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// DummyIf is the hub's address on the node (--enable-dummy-if and friends; zero: none).
 	DummyIf DummyIf
 	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes
@@ -137,13 +146,17 @@ type Server struct {
 	local    *local.Proxy
 	state    *cloudState
 	filters  *filter.Set
-	inflight atomic.Int64 // short requests being served, for MaxInFlight
-	topo     *topology.Source
-	ids      *identities   // tokens the cloud accepted, by ServiceAccount
-	dummy    *dummyif.Link // nil without --enable-dummy-if
-	ota      *ota.Handler
-	pool     *pool.Pool // nil when pool sharing is off
-	pm       *poolMetrics
+	// Short requests being served, for MaxInFlight: the node's own clients' and everyone else's.
+	inflightNode, inflightOthers atomic.Int64
+	topo                         *topology.Source
+	ids                          *identities   // tokens the cloud accepted, by ServiceAccount
+	dummy                        *dummyif.Link // nil without --enable-dummy-if
+	ota                          *ota.Handler
+	pool                         *pool.Pool // nil when pool sharing is off
+	pm                           *poolMetrics
+
+	tokens *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
+	auto   *autonomy     // the node's Autonomy condition; nil without a cache
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -161,6 +174,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
 	s.ids = newIdentities(cfg.RootDir, cfg.Log)
+	var err error
+	if s.tokens, err = openTokens(cfg); err != nil {
+		return nil, err
+	}
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
 	s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
@@ -199,10 +216,21 @@ func New(cfg Config) (*Server, error) {
 		w.MaxBytes = cfg.CacheMaxBytes
 		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		w.OnError = func(r cache.Resource, err error) { s.metrics.cacheErrors.Inc(r.Resource) }
-		s.cache = &cache.Manager{Policy: cfg.CachePolicy, Store: store, Writer: w}
+		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log, filesWritten: func() int64 { return store.Stats().FilesWritten }}
+		w.OnError = func(r cache.Resource, err error) {
+			s.metrics.cacheErrors.Inc(r.Resource)
+			s.auto.cacheError(err)
+		}
+		policy := cfg.CachePolicy
+		policy.Shared = sharedResources(cfg.Pool.Resources)
+		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Log: cfg.Log}
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.vouch, Log: cfg.Log,
+			KubeletNode: func(raw []byte) []byte {
+				out, c := s.auto.apply(raw)
+				s.auto.seen(c)
+				return out
+			}}
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	cfg.Filters.Topology = s.topo
@@ -272,16 +300,11 @@ func (s *Server) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("hub: %s port: %w", sv.name, err)
 		}
+		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
 		s.mu.Lock()
 		s.listeners = append(s.listeners, ln)
 		s.mu.Unlock()
-		hs := &http.Server{
-			Handler:           sv.h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       90 * time.Second,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-			BaseContext:       func(net.Listener) context.Context { return ctx },
-		}
+		hs := s.newHTTPServer(ctx, sv.h)
 		httpServers = append(httpServers, hs)
 		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()
@@ -291,6 +314,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.run(ctx)
+	go s.tokens.Run(ctx)
 	if s.filters.Uses("servicetopology") {
 		go s.topo.Run(ctx)
 	}
@@ -329,6 +353,9 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = hs.Shutdown(shutdownCtx)
 	}
 	s.ids.save()
+	if err := s.tokens.SaveAll(); err != nil {
+		s.log.Warn("tokens: save at stop", "err", err)
+	}
 	cancel() // the pool releases its lease
 	select {
 	case <-poolDone:
@@ -346,6 +373,31 @@ func (s *Server) Run(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// Bounds on what a client may send, on every port the hub serves.
+const (
+	// MaxHeaderBytes bounds a request's line and headers (a 1 MB User-Agent gets 431). Kubernetes
+	// clients send a few KiB at most: a ServiceAccount token is about 1 KiB.
+	MaxHeaderBytes = 32 << 10
+	// ReadHeaderTimeout bounds the time a client takes to send its request line and headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds the time a client takes to send a request body on the proxy ports
+	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
+	DefaultBodyTimeout = 10 * time.Second
+)
+
+// newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure): bounded
+// headers, a deadline on them, idle connections closed, the hub's lifetime as base context.
+func (s *Server) newHTTPServer(ctx context.Context, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       90 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
 }
 
 // Addrs returns the addresses the servers listen on (proxy first), once Run has bound them.

@@ -32,6 +32,6 @@ func newYurtHubMetrics(reg *metrics.Registry, rejected func() float64) *yurthubM
 
 // inflight adds d (+1 when a request starts, -1 when it ends) to the in-flight gauges.
 func (m *yurthubMetrics) inflightAdd(ri *wire.RequestInfo, d float64) {
-	m.inflight.Add(d, ri.Verb, ri.Resource, ri.Subresource, componentLabel(ri))
+	m.inflight.Add(d, verbLabel(ri.Verb), ri.Resource, ri.Subresource, componentLabel(ri))
 	m.inflightTotal.Add(d)
 }

@@ -24,8 +24,8 @@ func TestYurtHubMetricNamesBesideNodehubs(t *testing.T) {
 	m.inflight(get, -1)
 	m.cloudBytesFunc(get)(100)
 	m.cloudBytesFunc(get)(23)
-	m.throttled.Inc()
-	m.throttled.Inc()
+	m.throttled.Inc("node")
+	m.throttled.Inc("node")
 	var b bytes.Buffer
 	if _, err := reg.WriteTo(&b); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestYurtHubMetricNamesBesideNodehubs(t *testing.T) {
 		`nodehub_server_healthy{server="10.0.0.1:6443"} 1`,
 		"nodehub_inflight_requests 1",
 		`nodehub_cloud_received_bytes_total{component="kubelet",resource="pods/status"} 123`,
-		"nodehub_throttled_requests_total 2",
+		`nodehub_throttled_requests_total{budget="node"} 2`,
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)

@@ -44,6 +44,7 @@ func (p *Pool) servePeers(ctx context.Context) error {
 		Handler:           http.HandlerFunc(p.servePeer),
 		TLSConfig:         base,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    32 << 10, // as the hub's other ports (hub.MaxHeaderBytes)
 		IdleTimeout:       90 * time.Second,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },

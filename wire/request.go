@@ -178,9 +178,18 @@ func verbOf(method, legacy string, ri *RequestInfo, q url.Values) string {
 	return method
 }
 
+// MaxSelectorBytes bounds a label or field selector: real ones are a few dozen bytes; a longer
+// one is refused (400) before anyone parses or evaluates it.
+const MaxSelectorBytes = 4096
+
 func (ri *RequestInfo) readQuery(q url.Values) error {
 	ri.LabelSelector = q.Get("labelSelector")
 	ri.FieldSelector = q.Get("fieldSelector")
+	for _, sel := range []struct{ name, v string }{{"labelSelector", ri.LabelSelector}, {"fieldSelector", ri.FieldSelector}} {
+		if len(sel.v) > MaxSelectorBytes {
+			return fmt.Errorf("%s is %d bytes long; at most %d are accepted", sel.name, len(sel.v), MaxSelectorBytes)
+		}
+	}
 	ri.ResourceVersion = q.Get("resourceVersion")
 	ri.ResourceVersionMatch = q.Get("resourceVersionMatch")
 	ri.Continue = q.Get("continue")

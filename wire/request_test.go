@@ -3,6 +3,7 @@ package wire
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +85,8 @@ func TestParseURLErrors(t *testing.T) {
 		"/api/v1/pods?allowWatchBookmarks=maybe",
 		"/api/v1/pods?a=%zz",
 		"/api/v1/watch",
+		"/api/v1/pods?labelSelector=a+in+(" + strings.Repeat("x,", MaxSelectorBytes/2) + "y)",
+		"/api/v1/pods?fieldSelector=metadata.name%3D" + strings.Repeat("n", MaxSelectorBytes),
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {

@@ -111,3 +111,56 @@ func TestSourceReloadsRotatedCertificate(t *testing.T) {
 		t.Fatal("no CA pool")
 	}
 }
+
+// kubelet writes a rotated certificate and its key one after the other: a load that failed on
+// the first is tried again once the second is there; the key and the CA files are watched too.
+func TestSourceRetriesAFailedReloadAndWatchesKeyAndCA(t *testing.T) {
+	dir := t.TempDir()
+	ca1, _ := selfSigned(t, "ca", true)
+	caFile, certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	c1, k1 := selfSigned(t, "system:node:a", false)
+	os.WriteFile(caFile, ca1, 0o600)
+	os.WriteFile(certFile, c1, 0o600)
+	os.WriteFile(keyFile, k1, 0o600)
+	s := NewSource(Files{CertFile: certFile, KeyFile: keyFile, CAFile: caFile})
+	first, err := s.Certificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstPool := s.CAPool()
+	clock := time.Now()
+	s.now = func() time.Time { return clock }
+	touch := func(path string, data []byte, at time.Duration) {
+		os.WriteFile(path, data, 0o600)
+		ts := time.Now().Add(at)
+		os.Chtimes(path, ts, ts)
+	}
+
+	c2, k2 := selfSigned(t, "system:node:a", false)
+	touch(certFile, c2, time.Hour) // the new certificate, the old key: cannot load
+	clock = clock.Add(reloadEvery + time.Second)
+	if cur, err := s.Certificate(); err != nil || cur != first {
+		t.Fatalf("a half-written rotation: %v, want the previous certificate", err)
+	}
+	touch(keyFile, k2, 2*time.Hour) // the key follows
+	clock = clock.Add(reloadEvery + time.Second)
+	cur, err := s.Certificate()
+	if err != nil || cur == first {
+		t.Fatalf("the completed rotation was never loaded: %v", err)
+	}
+	if string(cur.Certificate[0]) == string(first.Certificate[0]) {
+		t.Fatal("same certificate")
+	}
+
+	touch(caFile, []byte("garbage"), time.Hour)
+	clock = clock.Add(reloadEvery + time.Second)
+	if s.CAPool() != firstPool || s.Err() != nil {
+		t.Fatal("a broken CA file replaced the loaded pool")
+	}
+	ca2, _ := selfSigned(t, "ca2", true)
+	touch(caFile, append(ca1, ca2...), 2*time.Hour)
+	clock = clock.Add(reloadEvery + time.Second)
+	if s.CAPool() == firstPool {
+		t.Fatal("a changed CA file was not reloaded")
+	}
+}

@@ -86,11 +86,15 @@ type Source struct {
 	mu      sync.Mutex
 	cert    *tls.Certificate
 	pool    *x509.CertPool
-	certMod time.Time
+	certMod stamp // of the certificate and key files loaded last (zero: none yet)
+	caMod   time.Time
 	checked time.Time
 	err     error
 	gen     uint64
 }
+
+// stamp is the modification times of the certificate and key files.
+type stamp struct{ cert, key time.Time }
 
 // NewSource reads the credentials once; a failure is remembered (see Err) and retried later.
 func NewSource(f Files) *Source {
@@ -133,21 +137,19 @@ func (s *Source) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certifi
 	return s.Certificate()
 }
 
-// reloadLocked re-reads the files when forced, when nothing is loaded yet, or when the certificate
-// file changed (looked at no more than once per reloadEvery).
+// reloadLocked re-reads the files when forced, when nothing is loaded yet, or when the
+// certificate, key or CA file changed (looked at no more than once per reloadEvery). A change is
+// recorded only once it loaded: a failed load (a rotation half written, the key written after the
+// certificate) is tried again at the next look, and meanwhile the last good one is kept.
 func (s *Source) reloadLocked(force bool) {
 	now := s.now()
 	if !force && now.Sub(s.checked) < reloadEvery {
 		return
 	}
 	s.checked = now
-	if s.pool == nil {
-		pool, err := s.loadCA()
-		if err != nil {
-			s.err = err
-			return
-		}
-		s.pool = pool
+	if err := s.reloadCALocked(); err != nil {
+		s.err = err
+		return
 	}
 	if len(s.files.CertData) > 0 {
 		if s.cert == nil {
@@ -155,27 +157,65 @@ func (s *Source) reloadLocked(force bool) {
 		}
 		return
 	}
-	st, err := os.Stat(s.files.CertFile)
-	if err != nil {
-		s.err = fmt.Errorf("%w: client certificate: %v", ErrNotLoaded, err)
+	var st stamp
+	for _, f := range []struct {
+		path string
+		t    *time.Time
+	}{{s.files.CertFile, &st.cert}, {s.files.KeyFile, &st.key}} {
+		if f.path == "" {
+			continue
+		}
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			if s.cert == nil {
+				s.err = fmt.Errorf("%w: client certificate: %v", ErrNotLoaded, err)
+			}
+			return
+		}
+		*f.t = fi.ModTime()
+	}
+	if s.cert != nil && st == s.certMod {
 		return
 	}
-	if s.cert != nil && st.ModTime().Equal(s.certMod) {
-		return
+	if s.setCert(tls.LoadX509KeyPair(s.files.CertFile, s.files.KeyFile)) {
+		s.certMod = st
 	}
-	s.certMod = st.ModTime()
-	s.setCert(tls.LoadX509KeyPair(s.files.CertFile, s.files.KeyFile))
 }
 
-func (s *Source) setCert(c tls.Certificate, err error) {
+// reloadCALocked loads the CA pool, and again when the CA file changed (a failed reload keeps
+// the pool loaded before).
+func (s *Source) reloadCALocked() error {
+	var mod time.Time
+	if len(s.files.CAData) == 0 && s.files.CAFile != "" {
+		if fi, err := os.Stat(s.files.CAFile); err == nil {
+			mod = fi.ModTime()
+		}
+	}
+	if s.pool != nil && (mod.IsZero() || mod.Equal(s.caMod)) {
+		return nil
+	}
+	pool, err := s.loadCA()
+	if err != nil {
+		if s.pool != nil {
+			return nil
+		}
+		return err
+	}
+	s.pool, s.caMod = pool, mod
+	return nil
+}
+
+// setCert keeps a loaded certificate and reports whether it did.
+func (s *Source) setCert(c tls.Certificate, err error) bool {
 	if err != nil {
 		if s.cert == nil {
 			s.err = fmt.Errorf("%w: client certificate: %v", ErrNotLoaded, err)
 		}
-		return // a half-written rotation: keep serving the previous certificate
+		return false // a half-written rotation: keep serving the previous certificate
 	}
 	s.cert, s.err = &c, nil
 	s.gen++
+	return true
 }
 
 // Generation changes each time a new client certificate is loaded (kubelet rotated it).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"nodehub/cache"
+	"nodehub/hub/tokens"
 	"nodehub/wire"
 )
 
@@ -22,6 +23,14 @@ type Proxy struct {
 	Store *cache.Store
 	// NodeName is this node: its Node, Lease and pods are the objects it may change offline.
 	NodeName string
+	// Tokens are the ServiceAccount tokens the cloud issued, for offline token requests; nil: none
+	// kept (the node's clients get stand-ins).
+	Tokens *tokens.Store
+	// KubeletNode, if set, rewrites this node's Node as kubelet's get of it is answered (the hub
+	// keeps the Autonomy condition there); it returns raw itself when nothing changes.
+	KubeletNode func(raw []byte) []byte
+	// TokenServed, if set, is told each token the cloud issued that is handed out offline.
+	TokenServed func(token string)
 	// Online reports whether the cloud is reachable; Changed returns a channel closed at the next
 	// change of that state. An offline watch ends as soon as the cloud is back.
 	Online  func() bool
@@ -32,6 +41,39 @@ type Proxy struct {
 	// WatchTimeout ends an offline watch that gave no timeoutSeconds. Default 5 minutes.
 	WatchTimeout time.Duration
 	Log          *slog.Logger
+	// MaxStreams bounds the offline lists (and watches' initial events) read from the cache at
+	// once for clients with credentials of their own (pods): each holds an object or two in
+	// memory while its client reads, so a pod's many lists of big objects cannot take the node's
+	// memory. The node's own clients are not held back by them. Default 2.
+	MaxStreams int
+	// WriteTimeout bounds each write of a streamed offline answer (list, watch): a client that
+	// stops reading loses its answer instead of holding a stream slot, and an object, for ever.
+	// Default DefaultWriteTimeout (30 s).
+	WriteTimeout time.Duration
+
+	slotsOnce sync.Once
+	slots     chan struct{}
+}
+
+// acquire waits for a stream slot for a client that is not the node (the node's own need none);
+// it returns the release, or false when the client went away first.
+func (p *Proxy) acquire(r *http.Request, req *Request) (func(), bool) {
+	if req.Shared {
+		return func() {}, true
+	}
+	p.slotsOnce.Do(func() {
+		n := p.MaxStreams
+		if n <= 0 {
+			n = 2
+		}
+		p.slots = make(chan struct{}, n)
+	})
+	select {
+	case p.slots <- struct{}{}:
+		return func() { <-p.slots }, true
+	case <-r.Context().Done():
+		return nil, false
+	}
 }
 
 // Request is one request as the hub routes it.
@@ -88,10 +130,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req *Request) 
 	case wire.VerbGet:
 		p.get(w, req)
 	case wire.VerbList:
-		p.list(w, req)
+		p.list(w, r, req)
 	case wire.VerbWatch:
 		p.watch(w, r, req)
 	case wire.VerbCreate:
+		if ri.Group == "" && ri.Resource == "serviceaccounts" && ri.Subresource == "token" {
+			p.token(w, r, req)
+			return
+		}
 		p.create(w, r, req)
 	case wire.VerbUpdate, wire.VerbPatch:
 		p.update(w, r, req)

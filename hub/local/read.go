@@ -1,8 +1,12 @@
 package local
 
 import (
+	"bufio"
 	"errors"
+	"hash/fnv"
 	"net/http"
+	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -54,38 +58,68 @@ func (p *Proxy) get(w http.ResponseWriter, req *Request) {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: "+err.Error())
 		return
 	}
+	if ri := req.Info; p.KubeletNode != nil && req.Shared && ri.Component == "kubelet" && ri.Group == "" && ri.Resource == "nodes" && ri.Name == p.NodeName {
+		body = p.KubeletNode(body)
+	}
 	writeBody(w, http.StatusOK, format{protobuf: pb}.contentType(false), body)
 }
 
-// listed is a list read from one owner's cache.
-type listed struct {
-	items []cache.Item
-	res   cache.ListResult
+// listPlan is an offline list about to be written: the owner's cache it comes from (the first
+// of the request's owners that has ever seen it: a record of it, or any object of the
+// resource) and what its first item says. Nothing of the items is held: they are read again,
+// one file at a time, while the answer is written.
+type listPlan struct {
+	res      cache.Resource
+	sel      wire.Selector
+	record   *cache.ListRecord
+	av, kind string // the items' (the first item's, else the record's)
+	empty    bool   // no item is selected
+	storedPB bool   // the first item is stored in protobuf (all of a resource are in one format)
 }
 
-// readList reads the request's list from the first owner's cache that has ever seen it (a
-// record of it, or any object of the resource).
-func (p *Proxy) readList(req *Request) (*listed, error) {
+// format decides the format the items are written in: the one the client prefers when the
+// items are in it or can be converted to it, else the stored one when the client takes that.
+func (pl *listPlan) format(f format, accept []wire.MediaType) bool {
+	if pl.empty || pl.storedPB == f.protobuf || wire.NewTyped(pl.av, pl.kind) != nil || !accepts(accept, pl.storedPB) {
+		return f.protobuf
+	}
+	return pl.storedPB
+}
+
+// errFirst stops a scan at its first item.
+var errFirst = errors.New("local: first item found")
+
+// planList finds where the request's list is read from, reading at most one object per owner.
+func (p *Proxy) planList(req *Request) (*listPlan, error) {
 	ri := req.Info
 	sel, err := wire.NewSelector(namespace(ri), ri.LabelSelector, ri.FieldSelector)
 	if err != nil {
 		return nil, &statusError{http.StatusBadRequest, err.Error()}
 	}
 	for _, owner := range req.Owners {
-		l := &listed{}
-		res, err := p.Store.EachInList(resource(owner, ri), sel, func(it cache.Item) error {
-			l.items = append(l.items, it)
-			return nil
+		pl := &listPlan{res: resource(owner, ri), sel: sel, empty: true}
+		res, err := p.Store.EachInList(pl.res, sel, func(it cache.Item) error {
+			pl.av, pl.kind, pl.empty = it.Header.APIVersion, it.Header.Kind, false
+			pl.storedPB = len(it.Body) > 0 && it.Body[0] != '{'
+			return errFirst
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, errFirst) {
 			return nil, err
 		}
-		l.res = res
-		if res.Record != nil || res.Count > 0 {
-			return l, nil
+		pl.record = res.Record
+		if pl.empty && res.Record != nil {
+			pl.av, pl.kind = res.Record.APIVersion, res.Record.Kind
+		}
+		if res.Record != nil || !pl.empty {
+			return pl, nil
 		}
 	}
 	return nil, nil
+}
+
+// each calls fn for every item of the list, one file at a time.
+func (p *Proxy) each(pl *listPlan, fn func(cache.Item) error) (cache.ListResult, error) {
+	return p.Store.EachInList(pl.res, pl.sel, fn)
 }
 
 // lookupOrAnswer finds the request's object, or answers 404 (or the error) and says false.
@@ -102,11 +136,11 @@ func (p *Proxy) lookupOrAnswer(w http.ResponseWriter, req *Request) (cache.Item,
 	return it, "", false
 }
 
-// listOrAnswer reads the request's list, or answers 404 (or the error) and says false.
-func (p *Proxy) listOrAnswer(w http.ResponseWriter, req *Request) (*listed, bool) {
-	l, err := p.readList(req)
-	if err == nil && l != nil {
-		return l, true
+// planOrAnswer plans the request's list, or answers 404 (or the error) and says false.
+func (p *Proxy) planOrAnswer(w http.ResponseWriter, req *Request) (*listPlan, bool) {
+	pl, err := p.planList(req)
+	if err == nil && pl != nil {
+		return pl, true
 	}
 	p.answerError(w, req, err, http.StatusInternalServerError)
 	return nil, false
@@ -133,69 +167,214 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.msg }
 
-func (p *Proxy) list(w http.ResponseWriter, req *Request) {
+// list answers a list from the cache, streamed: the items are read and written one at a time,
+// so memory does not grow with the list (JSON in one pass; protobuf, whose envelope announces
+// the list's length, in two: one to size, one to write).
+func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 	ri := req.Info
 	f, ok := choose(req.Accept)
 	if !ok {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: none of the accepted media types can be served offline")
 		return
 	}
-	l, ok := p.listOrAnswer(w, req)
+	release, ok := p.acquire(r, req)
 	if !ok {
 		return
 	}
-	// An empty pod list makes kubelet kill the node's pods: never invent one where the cloud had pods.
-	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" && len(l.items) == 0 && l.res.Record != nil && len(l.res.Record.Keys) > 0 {
-		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
+	defer release()
+	pl, ok := p.planOrAnswer(w, req)
+	if !ok {
 		return
 	}
-	av, kind := "", ""
-	if l.res.Record != nil {
-		av, kind = l.res.Record.APIVersion, l.res.Record.Kind
-	}
-	if len(l.items) > 0 {
-		av, kind = l.items[0].Header.APIVersion, l.items[0].Header.Kind
-	}
-	if f.meta {
-		out := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"},
-			ListMeta: metav1.ListMeta{ResourceVersion: l.res.ResourceVersion}}
-		for _, it := range l.items {
-			pom, err := wire.PartialObjectMetadata(it.Body)
-			if err != nil {
-				continue
-			}
-			out.Items = append(out.Items, *pom)
-		}
-		body, err := wire.EncodeMeta(out, "PartialObjectMetadataList", f.protobuf)
+	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" {
+		// Kubelet's pod list (small: the node's pods) is read once before it is answered, so
+		// that one kubelet would act on wrongly is never started.
+		res, err := p.each(pl, func(cache.Item) error { return nil })
 		if err != nil {
-			p.status(w, req, http.StatusInternalServerError, err.Error())
+			p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
 			return
 		}
-		writeBody(w, http.StatusOK, f.contentType(true), body)
+		if !kubeletCanUse(pl, res) {
+			p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
+			return
+		}
+	}
+	if f.meta {
+		p.metaList(w, req, pl, f)
 		return
 	}
-	pb := f.protobuf
-	if len(l.items) > 0 {
-		if _, got, err := encodeItem(l.items[0].Body, f, req.Accept); err == nil {
-			pb = got // every item of a resource is stored in one format
-		}
+	if pl.format(f, req.Accept) {
+		p.protoList(w, req, pl)
+		return
 	}
-	b := &wire.ListBuilder{Protobuf: pb, APIVersion: av, Kind: kind}
-	for _, it := range l.items {
-		raw, err := wire.Convert(it.Body, pb)
-		if err == nil {
-			err = b.Add(raw)
-		}
+	p.jsonList(w, pl)
+}
+
+// kubeletCanUse reports whether kubelet may be given this pod list: an empty one makes kubelet
+// kill the node's pods, so it is never invented where the cloud had pods.
+func kubeletCanUse(pl *listPlan, res cache.ListResult) bool {
+	return !(res.Count == 0 && pl.record != nil && len(pl.record.Keys) > 0)
+}
+
+// listBuffer is the buffer between the items read and the client (written out when full).
+const listBuffer = 32 << 10
+
+// DefaultWriteTimeout is Proxy.WriteTimeout's default.
+const DefaultWriteTimeout = 30 * time.Second
+
+func (p *Proxy) writeTimeout() time.Duration {
+	if p.WriteTimeout > 0 {
+		return p.WriteTimeout
+	}
+	return DefaultWriteTimeout
+}
+
+func (p *Proxy) startList(w http.ResponseWriter, ct string, length int) *bufio.Writer {
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	if length >= 0 {
+		h.Set("Content-Length", strconv.Itoa(length))
+	}
+	h.Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	return bufio.NewWriterSize(&deadlineWriter{w: w, rc: http.NewResponseController(w), d: p.writeTimeout()}, listBuffer)
+}
+
+// clearWriteDeadline lifts what deadlineWriter set: the connection may serve another request.
+func clearWriteDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+}
+
+// deadlineWriter gives every write its deadline (where the writer supports deadlines).
+type deadlineWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(d.d))
+	return d.w.Write(p)
+}
+
+func (p *Proxy) jsonList(w http.ResponseWriter, pl *listPlan) {
+	defer clearWriteDeadline(w)
+	bw := p.startList(w, format{}.contentType(false), -1)
+	_, _ = bw.Write(wire.JSONListHead(pl.av, pl.kind))
+	n := 0
+	res, err := p.each(pl, func(it cache.Item) error {
+		raw, err := wire.Convert(it.Body, false)
 		if err != nil {
 			p.log().Debug("offline list: item skipped", "name", it.Header.Name, "err", err)
+			return nil
 		}
+		if n > 0 {
+			_ = bw.WriteByte(',')
+		}
+		n++
+		_, err = bw.Write(wire.JSONListItem(raw))
+		return err // the client went away: stop reading
+	})
+	if err != nil {
+		panic(http.ErrAbortHandler) // the answer is cut: the client must not take it as whole
 	}
-	body, err := b.Bytes(l.res.ResourceVersion)
+	_, _ = bw.Write(wire.JSONListTail(res.ResourceVersion))
+	_ = bw.Flush()
+}
+
+// sized is an item as the sizing pass saw it.
+type sized struct {
+	key uint64 // hash of namespace/name
+	n   int    // length of its message
+}
+
+func itemKey(h *cache.Header) uint64 {
+	f := fnv.New64a()
+	_, _ = f.Write([]byte(h.Namespace))
+	_, _ = f.Write([]byte{0})
+	_, _ = f.Write([]byte(h.Name))
+	return f.Sum64()
+}
+
+func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan) {
+	var items []sized
+	total := 0
+	res, err := p.each(pl, func(it cache.Item) error {
+		n, err := wire.ProtoItemSize(it.Body)
+		if err != nil {
+			p.log().Debug("offline list: item skipped", "name", it.Header.Name, "err", err)
+			return nil
+		}
+		items = append(items, sized{itemKey(it.Header), n})
+		total += wire.ProtoListItemLen(n)
+		return nil
+	})
+	if err != nil {
+		p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
+		return
+	}
+	defer clearWriteDeadline(w)
+	meta := wire.ProtoListMeta(res.ResourceVersion)
+	listLen := len(meta) + total
+	head, tail := wire.ProtoListHead(pl.av, pl.kind, listLen), wire.ProtoListTail()
+	bw := p.startList(w, format{protobuf: true}.contentType(false), len(head)+listLen+len(tail))
+	_, _ = bw.Write(head)
+	_, _ = bw.Write(meta)
+	// The items are read again; one that changed or went since the sizing pass is left out and
+	// its bytes padded, so the length announced stays true. One that came since is not in it.
+	next, written := 0, 0
+	_, err = p.each(pl, func(it cache.Item) error {
+		k := itemKey(it.Header)
+		at := -1
+		for j := next; j < len(items); j++ {
+			if items[j].key == k {
+				at = j
+				break
+			}
+		}
+		if at < 0 {
+			return nil
+		}
+		next = at + 1
+		msg, err := wire.ProtoItem(it.Body)
+		if err != nil || len(msg) != items[at].n {
+			return nil
+		}
+		written += wire.ProtoListItemLen(len(msg))
+		if _, err := bw.Write(wire.ProtoListItemHead(len(msg))); err != nil {
+			return err
+		}
+		_, err = bw.Write(msg)
+		return err
+	})
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_, _ = bw.Write(wire.ProtoPadding(total - written))
+	_, _ = bw.Write(tail)
+	_ = bw.Flush()
+}
+
+// metaList answers as=PartialObjectMetadataList: only the items' metadata is held.
+func (p *Proxy) metaList(w http.ResponseWriter, req *Request, pl *listPlan, f format) {
+	out := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"}}
+	res, err := p.each(pl, func(it cache.Item) error {
+		if pom, err := wire.PartialObjectMetadata(it.Body); err == nil {
+			out.Items = append(out.Items, *pom)
+		}
+		return nil
+	})
 	if err != nil {
 		p.status(w, req, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeBody(w, http.StatusOK, format{protobuf: pb}.contentType(false), body)
+	out.ResourceVersion = res.ResourceVersion
+	body, err := wire.EncodeMeta(out, "PartialObjectMetadataList", f.protobuf)
+	if err != nil {
+		p.status(w, req, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeBody(w, http.StatusOK, f.contentType(true), body)
 }
 
 // discovery answers /version, /api, /apis and group versions from the answers kept online.
@@ -227,8 +406,8 @@ func (p *Proxy) CanAnswer(r *http.Request, req *Request) bool {
 		_, _, err := p.lookup(req)
 		return err == nil
 	case wire.VerbList:
-		l, err := p.readList(req)
-		return err == nil && l != nil
+		pl, err := p.planList(req)
+		return err == nil && pl != nil
 	}
 	return false
 }

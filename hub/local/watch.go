@@ -1,9 +1,11 @@
 package local
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
+	"nodehub/cache"
 	"nodehub/wire"
 )
 
@@ -17,21 +19,12 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !accepted || f.meta {
 		f = format{protobuf: accepted && f.protobuf}
 	}
-	l, ok := p.listOrAnswer(w, req)
+	pl, ok := p.planOrAnswer(w, req)
 	if !ok {
 		return
 	}
-	av, kind := "", ""
-	if l.res.Record != nil {
-		av, kind = l.res.Record.APIVersion, l.res.Record.Kind
-	}
-	if len(l.items) > 0 {
-		av, kind = l.items[0].Header.APIVersion, l.items[0].Header.Kind
-		if _, got, err := encodeItem(l.items[0].Body, f, req.Accept); err == nil {
-			f.protobuf = got
-		}
-	}
-	rv := l.res.ResourceVersion
+	av, kind := pl.av, pl.kind
+	f.protobuf = pl.format(f, req.Accept)
 
 	ct := wire.MediaJSON
 	frame := wire.EncodeJSONWatchEvent
@@ -42,29 +35,46 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve another request
 	send := func(ev wire.WatchEvent) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(p.writeTimeout())) // a client that stops reading goes
 		if _, err := w.Write(frame(ev)); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
-	if ri.SendInitialEvents {
-		for _, it := range l.items {
-			obj, err := wire.Convert(it.Body, f.protobuf)
-			if err != nil {
-				continue
-			}
-			if !send(wire.WatchEvent{Type: wire.EventAdded, Object: obj}) {
-				return
-			}
+	// The initial events are read and sent one object at a time; the resourceVersion is the
+	// newest of them (without initial events, of a pass that reads them too).
+	gone := errors.New("local: watch client gone")
+	release, ok := p.acquire(r, req)
+	if !ok {
+		return
+	}
+	res, err := p.each(pl, func(it cache.Item) error {
+		if !ri.SendInitialEvents {
+			return nil
 		}
+		obj, err := wire.Convert(it.Body, f.protobuf)
+		if err != nil {
+			return nil
+		}
+		if !send(wire.WatchEvent{Type: wire.EventAdded, Object: obj}) {
+			return gone
+		}
+		return nil
+	})
+	release()
+	if err != nil {
+		return
+	}
+	rv := res.ResourceVersion
+	if ri.SendInitialEvents {
 		if kind != "" && !send(wire.WatchEvent{Type: wire.EventBookmark, Object: wire.BookmarkObject(av, kind, rv, true, f.protobuf)}) {
 			return
 		}
 	} else {
 		_ = rc.Flush()
 	}
-	l = nil // the objects are sent; hold nothing while the watch waits
 
 	timeout := p.WatchTimeout
 	if timeout <= 0 {

@@ -19,10 +19,14 @@ import (
 
 const maxBody = 3 << 20
 
-// create keeps an event offline (answered 201, never replayed to the cloud); any other create
-// would be a lost write, so it is refused.
+// create keeps an event offline (answered 201, never replayed to the cloud) and answers this
+// node's registration (register.go); any other create would be a lost write, so it is refused.
 func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 	ri := req.Info
+	if ri.Group == "" && ri.Resource == "nodes" && ri.Subresource == "" {
+		p.createNode(w, r, req)
+		return
+	}
 	if ri.Resource != "events" || ri.Subresource != "" || (ri.Group != "" && ri.Group != "events.k8s.io") {
 		p.unavailable(w, req)
 		return
@@ -107,6 +111,24 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 	}
 	p.log().Debug("offline change kept locally", "resource", ri.Resource, "name", m.Name)
 	p.respondObject(w, req, http.StatusOK, result)
+}
+
+// AnswersWrite reports whether the offline proxy answers a write of this kind with more than a
+// refusal: events, this node's registration, token requests, and the changes mayChange allows.
+func (p *Proxy) AnswersWrite(ri *wire.RequestInfo) bool {
+	if !ri.IsResource {
+		return false
+	}
+	switch ri.Verb {
+	case wire.VerbCreate:
+		core := ri.Group == ""
+		return core && ri.Resource == "nodes" && ri.Subresource == "" ||
+			core && ri.Resource == "serviceaccounts" && ri.Subresource == "token" ||
+			ri.Resource == "events" && ri.Subresource == "" && (core || ri.Group == "events.k8s.io")
+	case wire.VerbUpdate, wire.VerbPatch:
+		return p.mayChange(ri)
+	}
+	return false
 }
 
 // mayChange says which writes are applied offline: the node's own Node (and its status), its

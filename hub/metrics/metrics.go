@@ -1,7 +1,8 @@
 // Package metrics is a small hand-written Prometheus text-format registry: counters, gauges and
 // histograms with labels, no client library. Each family caps how many label sets it keeps, so a
 // client that invents User-Agents cannot grow the hub's memory; label sets past the cap are folded
-// into one whose values are all "other".
+// into one whose values are all "other", and every value is cut to MaxValueLen bytes of a small
+// alphabet.
 package metrics
 
 import (
@@ -17,6 +18,58 @@ import (
 
 // MaxSeries is how many label sets one family keeps before folding new ones into "other".
 const MaxSeries = 500
+
+// MaxHistogramSeries is the same for histograms, whose series print a line per bucket.
+const MaxHistogramSeries = 100
+
+// MaxValueLen bounds a label value, in bytes: longer values are cut (a client's User-Agent or path
+// segment becomes a label value, and must not become the hub's memory).
+const MaxValueLen = 128
+
+// boundValues returns values cut to MaxValueLen with every byte outside [A-Za-z0-9._:/[]-] replaced
+// by '_', copying only when one needs it.
+func boundValues(values []string) []string {
+	out := values
+	for i, v := range values {
+		if clean(v) {
+			continue
+		}
+		if &out[0] == &values[0] {
+			out = slices.Clone(values)
+		}
+		out[i] = boundValue(v)
+	}
+	return out
+}
+
+func clean(v string) bool {
+	if len(v) > MaxValueLen {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if !allowed(v[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func allowed(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '/' || c == '-' || c == '[' || c == ']'
+}
+
+func boundValue(v string) string {
+	if len(v) > MaxValueLen {
+		v = v[:MaxValueLen]
+	}
+	b := []byte(v)
+	for i, c := range b {
+		if !allowed(c) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
 
 type kind string
 
@@ -105,6 +158,7 @@ func (f *family) get(values []string) *series {
 	if len(values) != len(f.labels) {
 		panic(fmt.Sprintf("metrics: %s wants %d label values, got %d", f.name, len(f.labels), len(values)))
 	}
+	values = boundValues(values)
 	key := strings.Join(values, "\xff")
 	f.mu.RLock()
 	s := f.series[key]
@@ -117,7 +171,11 @@ func (f *family) get(values []string) *series {
 	if s = f.series[key]; s != nil {
 		return s
 	}
-	if len(f.series) >= MaxSeries {
+	limit := MaxSeries
+	if f.kind == kindHistogram {
+		limit = MaxHistogramSeries
+	}
+	if len(f.series) >= limit {
 		values = make([]string, len(f.labels))
 		for i := range values {
 			values[i] = "other"

@@ -117,7 +117,7 @@ func TestMaxRequestsInFlightIsEnforced(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held request never ended")
 	}
-	if v, _ := h.Metric("nodehub_throttled_requests_total"); v < 1 {
+	if v, _ := h.Metric(`nodehub_throttled_requests_total{budget="node"}`); v < 1 {
 		t.Fatalf("throttled requests not counted: %v", v)
 	}
 }

@@ -1,0 +1,137 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehub/wire"
+)
+
+func nodeRaw(t *testing.T, ann, lbl map[string]string, conds []corev1.NodeCondition, protobuf bool) []byte {
+	t.Helper()
+	n := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Annotations: ann, Labels: lbl},
+		Status: corev1.NodeStatus{Conditions: conds}}
+	b, err := wire.Encode(n, protobuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func autonomyOf(t *testing.T, raw []byte) *corev1.NodeCondition {
+	t.Helper()
+	obj, err := wire.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range obj.(*corev1.Node).Status.Conditions {
+		if c.Type == autonomyCondition {
+			return &c
+		}
+	}
+	return nil
+}
+
+func TestAutonomyCondition(t *testing.T) {
+	on := map[string]string{autonomyAnnotation: "true"}
+	for _, pb := range []bool{false, true} {
+		var mu sync.Mutex
+		var wrote []corev1.ConditionStatus
+		a := &autonomy{write: func(_ context.Context, c corev1.NodeCondition) error {
+			mu.Lock()
+			wrote = append(wrote, c.Status)
+			mu.Unlock()
+			return nil
+		}}
+		ready := []corev1.NodeCondition{{Type: "Ready", Status: "True"}}
+		// No annotation: False, disabled.
+		out, c := a.apply(nodeRaw(t, nil, nil, ready, pb))
+		if c == nil || c.Status != corev1.ConditionFalse || c.Reason != "autonomy disabled" {
+			t.Fatalf("pb=%v no annotation: %+v", pb, c)
+		}
+		if got := autonomyOf(t, out); got == nil || got.Status != corev1.ConditionFalse || bytes.HasPrefix(out, []byte("k8s\x00")) != pb {
+			t.Fatalf("pb=%v answer: %+v", pb, got)
+		}
+		// Annotated: True; already True: the very same bytes.
+		out, c = a.apply(nodeRaw(t, on, nil, ready, pb))
+		if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "autonomy enabled successfully" {
+			t.Fatalf("pb=%v annotated: %+v", pb, c)
+		}
+		same := nodeRaw(t, on, nil, append(ready, *c), pb)
+		if out2, c2 := a.apply(same); c2 != nil || &out2[0] != &same[0] {
+			t.Fatal("an unchanged node was re-encoded")
+		}
+		// Not an edge worker: False.
+		if _, c = a.apply(nodeRaw(t, on, map[string]string{edgeWorkerLabel: "false"}, append(ready, corev1.NodeCondition{Type: autonomyCondition, Status: "True"}), pb)); c == nil || c.Status != corev1.ConditionFalse {
+			t.Fatalf("pb=%v edge worker false: %+v", pb, c)
+		}
+		// Cache writes failing at more than 3 evaluations in a row: Unknown; then healthy: True.
+		trueNode := nodeRaw(t, on, nil, append(ready, corev1.NodeCondition{Type: autonomyCondition, Status: "True"}), pb)
+		for i := 1; i <= maxCacheFailures; i++ {
+			a.cacheError(errors.New("disk full"))
+			if _, c = a.apply(trueNode); c != nil {
+				t.Fatalf("pb=%v failure %d changed it already: %+v", pb, i, c)
+			}
+		}
+		a.cacheError(errors.New("disk full"))
+		if _, c = a.apply(trueNode); c == nil || c.Status != corev1.ConditionUnknown || c.Reason != "cache failed" {
+			t.Fatalf("pb=%v repeated failures: %+v", pb, c)
+		}
+		unknown := nodeRaw(t, on, nil, append(ready, *c), pb)
+		if _, c = a.apply(unknown); c == nil || c.Status != corev1.ConditionTrue {
+			t.Fatalf("pb=%v cache healthy again: %+v", pb, c)
+		}
+	}
+}
+
+func TestAutonomyWritesOnceWhileOnline(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	online := false
+	a := &autonomy{online: func() bool { return online }, write: func(context.Context, corev1.NodeCondition) error {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		return nil
+	}}
+	c := &corev1.NodeCondition{Type: autonomyCondition, Status: corev1.ConditionTrue}
+	a.seen(c) // offline: nothing written
+	online = true
+	for i := 0; i < 5; i++ {
+		a.seen(c)
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d writes, want 1", n)
+	}
+}
+
+func TestAutonomyCacheFailureLastsUntilAWriteSucceeds(t *testing.T) {
+	var written int64
+	a := &autonomy{filesWritten: func() int64 { return written }}
+	on := map[string]string{autonomyAnnotation: "true"}
+	trueNode := nodeRaw(t, on, nil, []corev1.NodeCondition{{Type: autonomyCondition, Status: "True"}}, true)
+	for i := 0; i <= maxCacheFailures; i++ {
+		a.cacheError(errors.New("disk full"))
+		a.apply(trueNode)
+	}
+	unknown := nodeRaw(t, on, nil, []corev1.NodeCondition{{Type: autonomyCondition, Status: "Unknown"}}, true)
+	for i := 0; i < 3; i++ { // no write at all: still failing
+		if _, c := a.apply(unknown); c != nil {
+			t.Fatalf("changed without a successful write: %+v", c)
+		}
+	}
+	written++
+	if _, c := a.apply(unknown); c == nil || c.Status != corev1.ConditionTrue {
+		t.Fatalf("after a successful write: %+v", c)
+	}
+}

@@ -1,0 +1,31 @@
+package hub
+
+import (
+	"encoding/base64"
+	"path/filepath"
+	"testing"
+)
+
+func TestTokenStoreNeverInsideTheCache(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := openTokens(Config{RootDir: filepath.Join(dir, "cache", "root"), CacheDir: filepath.Join(dir, "cache")}); err == nil {
+		t.Fatal("a token store inside the cache directory was accepted")
+	}
+	if _, err := openTokens(Config{RootDir: filepath.Join(dir, "root"), CacheDir: filepath.Join(dir, "cache")}); err != nil {
+		t.Fatal(err)
+	}
+	if !within("/a/b", "/a") || within("/ab", "/a") || within("/a/../c", "/a") {
+		t.Fatal("within")
+	}
+}
+
+func TestVouchedTokenReadsItsServiceAccountsCache(t *testing.T) {
+	s := &Server{ids: newIdentities("", nil)}
+	enc := base64.RawURLEncoding.EncodeToString
+	tok := enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{"sub":"system:serviceaccount:ns:app"}`)) + ".sig"
+	s.vouch(tok)
+	c := credentialOf("Bearer " + tok)
+	if c.sa == "" || s.ids.owner(c.hash) != c.sa {
+		t.Fatal("a token the cloud issued is not known as its ServiceAccount's")
+	}
+}
