@@ -261,20 +261,25 @@ func (s *Server) Run(ctx context.Context) error {
 	type server struct {
 		name, addr string
 		h          http.Handler
-		freebind   bool // the address may not be on the node yet (the dummy link comes later)
+		freebind   bool        // the address may not be on the node yet (the dummy link comes later)
+		tls        *tls.Config // served over TLS (the pool port), without the connection limits
 	}
 	// Only a request that arrived on a loopback address may get the node's identity.
 	proxyHandler := s.loopbackOrToken(http.HandlerFunc(s.serveProxy))
 	servers := []server{
-		{"proxy", s.cfg.ProxyAddr, proxyHandler, false},
-		{"hub", s.cfg.HubAddr, s.hubMux(), false},
+		{name: "proxy", addr: s.cfg.ProxyAddr, h: proxyHandler},
+		{name: "hub", addr: s.cfg.HubAddr, h: s.hubMux()},
 	}
 	// A port bound to the unspecified address already gets the extra hosts' connections (and a
 	// second listener on the same port would fail).
 	if bind, port, err := net.SplitHostPort(s.cfg.ProxyAddr); err == nil && !net.ParseIP(bind).IsUnspecified() {
 		for _, host := range s.cfg.ExtraHosts() {
-			servers = append(servers, server{"proxy", net.JoinHostPort(host, port), proxyHandler, true})
+			servers = append(servers, server{name: "proxy", addr: net.JoinHostPort(host, port), h: proxyHandler, freebind: true})
 		}
+	}
+	if addr := s.pool.PeerAddr(); addr != "" {
+		// Followers (other nodes, one connection each) read the leader's stores here.
+		servers = append(servers, server{name: "pool", addr: addr, h: s.pool, tls: s.pool.PeerTLS()})
 	}
 	if s.dummy != nil {
 		dctx, stopDummy := context.WithCancel(ctx)
@@ -300,13 +305,18 @@ func (s *Server) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("hub: %s port: %w", sv.name, err)
 		}
+		hs := s.newHTTPServer(ctx, sv.h)
+		httpServers = append(httpServers, hs)
+		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
+		if sv.tls != nil {
+			hs.TLSConfig = sv.tls
+			go func() { errc <- hs.ServeTLS(ln, "", "") }()
+			continue
+		}
 		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
 		s.mu.Lock()
 		s.listeners = append(s.listeners, ln)
 		s.mu.Unlock()
-		hs := s.newHTTPServer(ctx, sv.h)
-		httpServers = append(httpServers, hs)
-		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()
 	}
 	for i, addr := range s.cfg.SecureAddrs {
@@ -331,9 +341,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.pool != nil {
 		go func() {
 			defer close(poolDone)
-			if err := s.pool.Run(ctx); err != nil {
-				errc <- err
-			}
+			s.pool.Run(ctx)
 		}()
 	} else {
 		close(poolDone)
@@ -387,7 +395,7 @@ const (
 	DefaultBodyTimeout = 10 * time.Second
 )
 
-// newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure): bounded
+// newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure, pool): bounded
 // headers, a deadline on them, idle connections closed, the hub's lifetime as base context.
 func (s *Server) newHTTPServer(ctx context.Context, h http.Handler) *http.Server {
 	return &http.Server{
