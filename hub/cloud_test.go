@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"nodehub/hub/remote"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ func TestOwnFetchCloudThenCache(t *testing.T) {
 		}
 		return append(out, "rv="+meta.ResourceVersion)
 	}
+	s.state.set(remote.Healthy)
 	online := names()
 	if a := asked(); len(a) != 1 || a[0] != "/api/v1/services nodehub/topology" {
 		t.Fatalf("the cloud got %q", a)
@@ -54,7 +56,7 @@ func TestOwnFetchCloudThenCache(t *testing.T) {
 	if err := s.cache.Writer.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s.state.set(false)
+	s.state.set(remote.Unhealthy)
 	offline := names()
 	if a := asked(); len(a) != 1 {
 		t.Fatalf("offline, the cloud was asked: %q", a)

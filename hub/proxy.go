@@ -89,12 +89,12 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		var own string
 		own, cred = s.cacheOwner(ri, r, id)
 		lreq = &local.Request{Info: ri, Own: own, Shared: id == remote.Node}
-		if !s.state.Online() {
+		if st := s.state.get(); st == remote.Unhealthy || st == remote.Unknown && s.coldRead(r, lreq) {
 			s.metrics.offline.Inc(verbLabel(ri.Verb))
 			s.local.ServeHTTP(rec, r, lreq)
 			return
 		}
-	} else if !s.balancer.Healthy() {
+	} else if s.state.get() == remote.Unhealthy {
 		wire.WriteStatus(rec, ri.Accept, http.StatusServiceUnavailable, "nodehub: no healthy cloud server")
 		return
 	}
@@ -133,6 +133,23 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx = context.WithValue(remote.WithRoute(ctx, route), requestKey{}, px)
 	s.proxy.ServeHTTP(rec, r.WithContext(ctx))
+}
+
+// suspectAfter is how long a forwarded request waits for its answer before the server is probed
+// at once (see remote.Balancer.SuspectAfter): with a probe's timeout of 2 s, a black-holed link is
+// noticed within 2.5 s of a client's first request into it.
+const suspectAfter = 500 * time.Millisecond
+
+// coldRead reports whether a request made before the first probe's verdict is a read the cache
+// answers: it waits a moment for the verdict (see cloudState.settle), then is served from the
+// cache unless the cloud turned out reachable. Writes and what the cache cannot answer go to the
+// cloud.
+func (s *Server) coldRead(r *http.Request, lreq *local.Request) bool {
+	v := lreq.Info.Verb
+	if v != wire.VerbGet && v != wire.VerbList || !s.local.CanAnswer(r, lreq) {
+		return false
+	}
+	return s.state.settle(r.Context()) != remote.Healthy
 }
 
 // errNotAPI marks a 5xx answer that is not the apiserver's own (a load balancer in front of it):

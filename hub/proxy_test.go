@@ -24,6 +24,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
+	"nodehub/hub/remote"
 )
 
 func filterConfig() filter.Config {
@@ -183,6 +184,7 @@ func newProxyFixture(t *testing.T, adjust func(*Config)) *proxyFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.state.set(remote.Healthy) // as if the first heartbeat had answered
 	front := httptest.NewServer(s.loopbackOrToken(http.HandlerFunc(s.serveProxy)))
 	t.Cleanup(func() {
 		front.CloseClientConnections()
@@ -203,7 +205,7 @@ func (f *proxyFixture) offline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.hub.state.set(false)
+	f.hub.state.set(remote.Unhealthy)
 }
 
 type answer struct {
@@ -374,7 +376,7 @@ func TestProxyTokenRequestsKeepTheirOwnIdentityAndCache(t *testing.T) {
 		t.Fatalf("offline, a token request read the node's cached list: %d %s", a.code, a.body)
 	}
 
-	f.hub.state.set(true)
+	f.hub.state.set(remote.Healthy)
 	if a := f.do(t, http.MethodGet, "/api/v1/pods", "app/1.0", tok, ""); a.code != http.StatusOK {
 		t.Fatalf("token list: %d %s", a.code, a.body)
 	}
@@ -473,14 +475,12 @@ func TestProxyCloudFailureFallsBackToTheCacheForReads(t *testing.T) {
 // Without a cache, offline requests get a 503 Status.
 func TestProxyWithoutCacheOffline(t *testing.T) {
 	f := newProxyFixture(t, func(c *Config) { c.CacheDir = "" })
-	for _, b := range f.hub.balancer.Backends {
-		b.MarkSuspect(nil)
-	}
-	if f.hub.balancer.Healthy() {
-		t.Skip("the balancer still counts a server healthy")
-	}
-	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusServiceUnavailable {
+	f.offline(t)
+	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, `"kind":"Status"`) {
 		t.Fatalf("no cache, no healthy server: %d %s", a.code, a.body)
+	}
+	if got := f.cloud.took(); len(got) != 0 {
+		t.Fatalf("offline, the cloud got %v", paths(got))
 	}
 }
 

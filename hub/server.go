@@ -189,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		backends = append(backends, b)
 	}
-	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream}
+	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream, SuspectAfter: suspectAfter}
 	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
 	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
 	s.checker = &remote.Checker{
@@ -198,9 +198,9 @@ func New(cfg Config) (*Server, error) {
 		Timeout:          cfg.HeartbeatTimeout,
 		FailedRetry:      cfg.HeartbeatFailed,
 		HealthyThreshold: cfg.HeartbeatHealthy,
-		OnChange: func(b *remote.Backend, healthy bool) {
-			s.metrics.serverHealth(b, healthy)
-			if s.state.set(s.balancer.Healthy()) {
+		OnChange: func(b *remote.Backend, st remote.State) {
+			s.metrics.serverHealth(b, st == remote.Healthy)
+			if s.state.set(s.balancer.State()) {
 				s.log.Info("cloud reachability changed", "online", s.state.Online())
 			}
 		},
@@ -322,6 +322,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for i, addr := range s.cfg.SecureAddrs {
 		go s.serveSecure(ctx, addr, i == 0)
 	}
+	s.state.begin(time.Now())
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.run(ctx)
 	go s.tokens.Run(ctx)

@@ -3,31 +3,53 @@ package hub
 import (
 	"context"
 	"sync"
+	"time"
+
+	"nodehub/hub/remote"
 )
 
-// cloudState is whether the cloud is reachable (some server healthy), with what waits on it:
-// offline watches end when it turns online, and proxied requests are cancelled when it turns
-// offline (so their clients come back and land on the local proxy instead of hanging on a dead
-// link).
+// cloudState is whether the cloud is reachable, with what waits on it: offline watches end when
+// it turns online, and proxied requests are cancelled when it turns offline (so their clients
+// come back and land on the local proxy instead of hanging on a dead link).
+//
+// It starts Unknown: until the first probe answers, nothing proved the cloud reachable, and reads
+// the cache can answer do not wait on it for more than coldWait (a hub started on a black-holed
+// link answers from its cache at once instead of after the probe's timeout).
 type cloudState struct {
 	mu      sync.Mutex
-	online  bool
+	state   remote.State
 	changed chan struct{}
 	period  context.Context // cancelled when the cloud turns offline
 	cancel  context.CancelFunc
+	coldEnd time.Time // reads stop waiting for the first verdict then
 }
 
+// coldWait is how long after start a read the cache can answer waits for the first probe's
+// verdict: long enough for a reachable cloud's first answer on a good link (then the read goes to
+// it), short enough that a node restarted on a dead link gets its cached answers at once.
+const coldWait = 50 * time.Millisecond
+
 func newCloudState() *cloudState {
-	s := &cloudState{online: true, changed: make(chan struct{})}
+	s := &cloudState{state: remote.Unknown, changed: make(chan struct{}), coldEnd: time.Now().Add(coldWait)}
 	s.period, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
-// Online reports whether the cloud is reachable.
-func (s *cloudState) Online() bool {
+// begin restarts the cold-start wait: the checker starts probing now.
+func (s *cloudState) begin(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.online
+	s.coldEnd = now.Add(coldWait)
+}
+
+// Online reports whether the cloud is known to be reachable.
+func (s *cloudState) Online() bool { return s.get() == remote.Healthy }
+
+// get is Healthy (online), Unhealthy (offline) or Unknown (no verdict yet).
+func (s *cloudState) get() remote.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
 }
 
 // Changed returns a channel closed at the next change.
@@ -44,20 +66,39 @@ func (s *cloudState) onlinePeriod() context.Context {
 	return s.period
 }
 
+// settle waits, while the state is Unknown, until it changes or the cold-start wait ends (or ctx
+// does), and returns the state then.
+func (s *cloudState) settle(ctx context.Context) remote.State {
+	s.mu.Lock()
+	st, ch, left := s.state, s.changed, time.Until(s.coldEnd)
+	s.mu.Unlock()
+	if st != remote.Unknown || left <= 0 {
+		return st
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return s.get()
+}
+
 // set records the state; it reports whether it changed.
-func (s *cloudState) set(online bool) bool {
+func (s *cloudState) set(st remote.State) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if online == s.online {
+	if st == s.state {
 		return false
 	}
-	s.online = online
+	if st == remote.Unhealthy {
+		s.cancel()
+	} else if s.state == remote.Unhealthy {
+		s.period, s.cancel = context.WithCancel(context.Background())
+	}
+	s.state = st
 	close(s.changed)
 	s.changed = make(chan struct{})
-	if online {
-		s.period, s.cancel = context.WithCancel(context.Background())
-	} else {
-		s.cancel()
-	}
 	return true
 }

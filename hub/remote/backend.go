@@ -9,12 +9,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -84,7 +84,7 @@ type Backend struct {
 	dialTimeout time.Duration
 
 	mu         sync.Mutex
-	transports [4]*http.Transport // [identity*2 + http2]
+	transports [5]*http.Transport // [identity*2 + http2], and the probes' (pingSlot)
 	nodeGen    uint64             // the credentials' Generation the node transports were made for
 
 	health health
@@ -146,7 +146,24 @@ func (b *Backend) RoundTrip(route Route, req *http.Request) (*http.Response, err
 			return nil, fmt.Errorf("%w: %v", ErrNoCredentials, err) // not the server's fault
 		}
 	}
-	t, err := b.transport(route.Identity, route.Stream && !isUpgrade(req))
+	return b.roundTripSlot(transportSlot(route.Identity, route.Stream && !isUpgrade(req)), req)
+}
+
+// pingSlot is the transport of Ping: the node's identity over HTTP/1.1, apart from the requests'
+// connections (a probe answers for the path to the server, not for one pooled connection) and
+// with a small TLS hello (see transport).
+const pingSlot = 4
+
+func transportSlot(id Identity, h2 bool) int {
+	i := int(id) * 2
+	if h2 {
+		i++
+	}
+	return i
+}
+
+func (b *Backend) roundTripSlot(slot int, req *http.Request) (*http.Response, error) {
+	t, err := b.transport(slot)
 	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()
@@ -160,10 +177,10 @@ func (b *Backend) RoundTrip(route Route, req *http.Request) (*http.Response, err
 	return t.RoundTrip(&out)
 }
 
-func (b *Backend) transport(id Identity, h2 bool) (*http.Transport, error) {
-	i := int(id) * 2
-	if h2 {
-		i++
+func (b *Backend) transport(i int) (*http.Transport, error) {
+	id, h2 := Identity(i/2), i%2 == 1
+	if i == pingSlot {
+		id, h2 = Node, false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -172,7 +189,7 @@ func (b *Backend) transport(id Identity, h2 bool) (*http.Transport, error) {
 			// A new client certificate: requests in flight finish on their connections (the
 			// old certificate is still valid: renewal happens at 70–90% of its life); idle
 			// ones close now, busy ones when the old transport's idle timeout passes.
-			for j := int(Node) * 2; j < int(Node)*2+2; j++ {
+			for _, j := range []int{transportSlot(Node, false), transportSlot(Node, true), pingSlot} {
 				if old := b.transports[j]; old != nil {
 					old.CloseIdleConnections()
 					b.transports[j] = nil
@@ -193,6 +210,12 @@ func (b *Backend) transport(id Identity, h2 bool) (*http.Transport, error) {
 		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		if id == Node {
 			tlsCfg.GetClientCertificate = b.creds.GetClientCertificate
+		}
+		if i == pingSlot {
+			// While the link is down every probe is a new connection: without the post-quantum
+			// key share Go sends by default, its hello is ~0.3 KB instead of ~1.5 KB. A probe
+			// carries nothing secret (GET /readyz; the node's certificate is public).
+			tlsCfg.CurvePreferences = []tls.CurveID{tls.X25519, tls.CurveP256}
 		}
 	}
 	t := &http.Transport{
@@ -230,6 +253,19 @@ func (b *Backend) CloseIdle() {
 	}
 }
 
+// closeIdleRequests closes the idle connections requests use, not the probes' (which just proved
+// themselves): when a server turns healthy again, the connections that lived through the outage
+// (their streams were cancelled when it began) are not trusted with new requests.
+func (b *Backend) closeIdleRequests() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, t := range b.transports {
+		if t != nil && i != pingSlot {
+			t.CloseIdleConnections()
+		}
+	}
+}
+
 func isUpgrade(r *http.Request) bool {
 	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header.Get("Connection"), "upgrade")
 }
@@ -243,33 +279,52 @@ func headerHasToken(v, token string) bool {
 	return false
 }
 
-// health is a backend's state as the checker and the proxied requests see it.
-type health struct {
-	healthy atomic.Bool
-	reached atomic.Bool
-	kick    chan struct{}
+// Healthy reports whether the server is healthy (the balancer's first choice).
+func (b *Backend) Healthy() bool { return b.health.get() == Healthy }
 
-	mu         sync.Mutex
-	fails, oks int
-	lastErr    error
-	// onChange is the checker's hook for changes that MarkSuspect makes.
-	onChange func(b *Backend, healthy bool, err error)
-}
+// State is the server's health: Unknown until its first probe answers or fails.
+func (b *Backend) State() State { return b.health.get() }
 
-func (h *health) init() {
-	h.healthy.Store(true) // optimistic until the first heartbeat says otherwise
-	h.kick = make(chan struct{}, 1)
-}
-
-// Healthy reports whether the balancer may pick this server.
-func (b *Backend) Healthy() bool { return b.health.healthy.Load() }
-
-// Reached reports whether the server ever answered a heartbeat.
+// Reached reports whether the server ever answered a probe.
 func (b *Backend) Reached() bool { return b.health.reached.Load() }
 
-// LastError is the error of the last failed heartbeat or request (nil after a success).
+// LastError is the error of the last failed probe or suspected request (nil after a good probe).
 func (b *Backend) LastError() error {
 	b.health.mu.Lock()
 	defer b.health.mu.Unlock()
 	return b.health.lastErr
+}
+
+// pingPath is the Checker's default small request: the apiserver's readiness, a few bytes, exempt
+// from API priority and fairness (never queued behind a busy server's requests), readable by every
+// client (system:public-info-viewer).
+const pingPath = "/readyz"
+
+// Ping sends one GET /readyz with the node's identity: nil when the server answers with anything
+// but a gateway error (502, 503, 504: a load balancer in front of it with no server behind). A
+// probe asks whether the server can be reached; "not ready" (500: a readiness check failing, as
+// happens for seconds on a loaded server) is still an answer, and the heartbeat, a real write,
+// judges the rest.
+func (b *Backend) Ping(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://cloud"+pingPath, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "nodehub")
+	if b.URL.Scheme == "https" {
+		if _, err := b.creds.GetClientCertificate(nil); err != nil {
+			return fmt.Errorf("%w: %v", ErrNoCredentials, err)
+		}
+	}
+	resp, err := b.roundTripSlot(pingSlot, req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return fmt.Errorf("%s answered %d", pingPath, resp.StatusCode)
+	}
+	return nil
 }

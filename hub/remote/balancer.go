@@ -22,17 +22,25 @@ const (
 // ErrNoHealthyBackend is returned when every server is unhealthy.
 var ErrNoHealthyBackend = errors.New("remote: no healthy cloud server")
 
+// ErrNoAnswerYet is what a server is suspected of when a request waited SuspectAfter for it.
+var ErrNoAnswerYet = errors.New("remote: no answer yet")
+
 // ErrSlow is returned when a request with a HeaderTimeout was given up (see Route).
 var ErrSlow = errors.New("remote: cloud server did not answer in time")
 
-// Balancer is an http.RoundTripper that sends each request to a healthy backend. A request that
-// fails to connect (nothing was sent) is tried on the next healthy backend when it has no body;
-// the failing server is marked suspect either way.
+// Balancer is an http.RoundTripper that sends each request to a healthy backend (to one not yet
+// probed while none is healthy: the hub just started). A request that fails to connect (nothing
+// was sent) is tried on the next backend when it has no body; the failing server is marked
+// suspect either way, as is one that keeps a request waiting for its answer longer than
+// SuspectAfter. Suspicion only makes the Checker look at once; it never decides health.
 type Balancer struct {
 	// Mode is RoundRobin or Priority. Default RoundRobin.
 	Mode string
 	// Backends in flag order.
 	Backends []*Backend
+	// SuspectAfter, if positive, marks a server suspect when a request to it has had no response
+	// headers for this long (a black-holed link is noticed while clients are active).
+	SuspectAfter time.Duration
 	// OnRequest, if set, is called once per attempt with the server that was tried and the error
 	// (nil when an HTTP response came back).
 	OnRequest func(b *Backend, err error)
@@ -50,13 +58,34 @@ func (l *Balancer) Healthy() bool {
 	return false
 }
 
-// order returns the healthy backends in the order this request should try them: flag order for
-// Priority, rotated by one per request over the healthy ones for RoundRobin.
+// State sums up the backends: Healthy when one is, else Unknown when one is not probed yet, else
+// Unhealthy.
+func (l *Balancer) State() State {
+	st := Unhealthy
+	for _, b := range l.Backends {
+		switch b.State() {
+		case Healthy:
+			return Healthy
+		case Unknown:
+			st = Unknown
+		}
+	}
+	return st
+}
+
+// order returns the backends this request should try, in order: the healthy ones (the unknown
+// ones while none is healthy), in flag order for Priority, rotated by one per request for
+// RoundRobin.
 func (l *Balancer) order() []*Backend {
 	out := make([]*Backend, 0, len(l.Backends))
-	for _, b := range l.Backends {
-		if b.Healthy() {
-			out = append(out, b)
+	for _, want := range []State{Healthy, Unknown} {
+		for _, b := range l.Backends {
+			if b.State() == want {
+				out = append(out, b)
+			}
+		}
+		if len(out) > 0 {
+			break
 		}
 	}
 	if l.Mode != Priority && len(out) > 1 {
@@ -98,7 +127,7 @@ func (l *Balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.Body.Close()
 		}
 		if b != nil {
-			b.MarkSuspect(ErrSlow)
+			b.MarkSuspect(ErrSlow) // a probe tells whether the server or only this request is slow
 		}
 		return nil, ErrSlow
 	}
@@ -109,7 +138,14 @@ func (l *Balancer) roundTrip(route Route, req *http.Request) (*http.Response, *B
 	retryable := req.Body == nil || req.Body == http.NoBody
 	var lastErr error
 	for _, b := range l.order() {
+		var waiting *time.Timer
+		if l.SuspectAfter > 0 {
+			waiting = time.AfterFunc(l.SuspectAfter, func() { b.MarkSuspect(ErrNoAnswerYet) })
+		}
 		resp, err := b.RoundTrip(route, req)
+		if waiting != nil {
+			waiting.Stop()
+		}
 		if l.OnRequest != nil {
 			l.OnRequest(b, err)
 		}

@@ -2,36 +2,57 @@ package remote
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 )
 
-// Checker keeps every backend's health by a periodic heartbeat, as YurtHub does: a server turns
-// unhealthy after FailedRetry consecutive failed heartbeats, or at once when a proxied request to
-// it fails (MarkSuspect); it turns healthy again after HealthyThreshold consecutive successes.
-// A suspect server is probed again at once instead of at the next interval.
+// Checker keeps every backend's health by probing it. A server starts Unknown and its first
+// probe, sent at once, decides: healthy when it answers, unhealthy when it fails.
+//
+// A healthy server gets the heartbeat (Probe) every Interval. It turns unhealthy after
+// FailedRetry consecutive failed probes (a failed heartbeat is retried every second with a Ping),
+// or after one failed probe while a request to it is in trouble (MarkSuspect: it failed to
+// connect, or has waited for its answer longer than the Balancer's SuspectAfter). A request alone
+// never decides: a suspicion only sends a Ping at once, and a server that answers it stays healthy
+// however slow the request itself is.
+//
+// An unhealthy server gets a Ping every second (RecoverInterval), without waiting for the ones
+// still out on a black-holed link, and turns healthy after HealthyThreshold consecutive good
+// ones (a first good answer is confirmed half a second later).
 type Checker struct {
 	// Probe sends one heartbeat through the backend; nil error means the server answered.
 	Probe func(ctx context.Context, b *Backend) error
-	// Interval between heartbeats of one server. Default 10s.
+	// Ping sends one small request through the backend. Default: Backend.Ping (GET /readyz).
+	Ping func(ctx context.Context, b *Backend) error
+	// Interval between heartbeats of a healthy server. Default 10s.
 	Interval time.Duration
-	// Timeout bounds one heartbeat. Default 2s.
+	// RecoverInterval between probes of an unhealthy server and after a failed heartbeat.
+	// Default 1s (Interval if that is shorter).
+	RecoverInterval time.Duration
+	// Timeout bounds one probe. Default 2s.
 	Timeout time.Duration
 	// FailedRetry consecutive failures make a healthy server unhealthy. Default 3.
 	FailedRetry int
 	// HealthyThreshold consecutive successes make an unhealthy server healthy. Default 2.
 	HealthyThreshold int
-	// OnChange, if set, is called after every health change (and once per backend at start).
-	OnChange func(b *Backend, healthy bool)
+	// OnChange, if set, is called after every state change (and once per backend at start, with
+	// Unknown).
+	OnChange func(b *Backend, s State)
 	// Log receives one line per state change. Default slog.Default().
 	Log *slog.Logger
 }
 
-func (c *Checker) defaults() {
+// suspectGap is the least time between two probes of a healthy server that requests keep
+// suspecting: at most two small requests a second while a slow cloud keeps requests waiting.
+const suspectGap = 500 * time.Millisecond
+
+func (c *Checker) defaults() timing {
 	if c.Interval <= 0 {
 		c.Interval = 10 * time.Second
+	}
+	if c.RecoverInterval <= 0 {
+		c.RecoverInterval = min(time.Second, c.Interval)
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 2 * time.Second
@@ -42,120 +63,133 @@ func (c *Checker) defaults() {
 	if c.HealthyThreshold <= 0 {
 		c.HealthyThreshold = 2
 	}
+	if c.Ping == nil {
+		c.Ping = func(ctx context.Context, b *Backend) error { return b.Ping(ctx) }
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	return timing{
+		interval: c.Interval, retry: c.RecoverInterval, suspectGap: min(suspectGap, c.RecoverInterval),
+		failedRetry: c.FailedRetry, threshold: c.HealthyThreshold,
+		// Probes of a black-holed server overlap: each waits out Timeout.
+		maxInFlight: int(c.Timeout/c.RecoverInterval) + 2,
+	}
 }
 
-// Run heartbeats every backend until ctx ends: one goroutine per configured server.
+// Run probes every backend until ctx ends: one goroutine per configured server, and one per
+// probe in flight (at most Timeout/RecoverInterval + 2 per server).
 func (c *Checker) Run(ctx context.Context, backends []*Backend) {
-	c.defaults()
+	t := c.defaults()
 	var wg sync.WaitGroup
 	for _, b := range backends {
-		b.health.mu.Lock()
-		b.health.onChange = c.change
-		b.health.mu.Unlock()
 		if c.OnChange != nil {
-			c.OnChange(b, b.Healthy())
+			c.OnChange(b, b.State())
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.loop(ctx, b)
+			c.loop(ctx, b, &t)
 		}()
 	}
 	wg.Wait()
 }
 
-func (c *Checker) loop(ctx context.Context, b *Backend) {
-	t := time.NewTimer(0) // first heartbeat at once
-	defer t.Stop()
+type probeResult struct {
+	seq     uint64
+	started time.Time
+	kind    probeKind
+	err     error
+}
+
+func (c *Checker) loop(ctx context.Context, b *Backend, t *timing) {
+	h := &b.health
+	results := make(chan probeResult, t.maxInFlight)
+	var probes sync.WaitGroup
+	defer probes.Wait()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
+		h.mu.Lock()
+		now := time.Now()
+		var wait time.Duration
+		for {
+			at, kind, ok := h.nextProbe(t)
+			if !ok {
+				wait = time.Hour // a result or a suspicion wakes the loop
+				break
+			}
+			if at.After(now) {
+				wait = at.Sub(now)
+				break
+			}
+			seq := h.start(now, kind, t)
+			probes.Add(1)
+			go func() {
+				defer probes.Done()
+				results <- probeResult{seq, now, kind, c.probe(ctx, b, kind)}
+			}()
+		}
+		h.mu.Unlock()
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		case <-b.health.kick:
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
-			}
+		case <-timer.C:
+		case <-h.kick:
+		case r := <-results:
+			c.apply(b, r, t)
 		}
-		pctx, cancel := context.WithTimeout(ctx, c.Timeout)
-		err := c.Probe(pctx, b)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		c.report(b, err)
-		if errors.Is(err, ErrNoCredentials) {
-			// The node cannot reach the cloud without credentials (served from the cache
-			// meanwhile); the check costs no traffic, so look again soon: the server turns
-			// healthy within HealthyThreshold seconds of a bootstrapped or renewed certificate.
-			t.Reset(min(time.Second, c.Interval))
-			continue
-		}
-		t.Reset(c.Interval)
+		timer.Stop()
 	}
 }
 
-func (c *Checker) report(b *Backend, err error) {
+func (c *Checker) probe(ctx context.Context, b *Backend, kind probeKind) error {
+	pctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	if kind == heartbeat && c.Probe != nil {
+		return c.Probe(pctx, b)
+	}
+	return c.Ping(pctx, b)
+}
+
+func (c *Checker) apply(b *Backend, r probeResult, t *timing) {
 	h := &b.health
 	h.mu.Lock()
-	h.lastErr = err
-	changed := false
-	if err == nil {
-		h.reached.Store(true)
-		h.fails = 0
-		h.oks++
-		if !h.healthy.Load() && h.oks >= c.HealthyThreshold {
-			h.healthy.Store(true)
-			changed = true
-		}
-	} else {
-		h.oks = 0
-		h.fails++
-		if h.healthy.Load() && h.fails >= c.FailedRetry {
-			h.healthy.Store(false)
-			changed = true
-		}
-	}
-	healthy := h.healthy.Load()
+	s, changed := h.result(r.seq, r.started, r.kind, r.err, time.Now(), t)
 	h.mu.Unlock()
 	if changed {
-		c.change(b, healthy, err)
+		c.change(b, s, r.err)
 	}
 }
 
-func (c *Checker) change(b *Backend, healthy bool, err error) {
-	if healthy {
+func (c *Checker) change(b *Backend, s State, err error) {
+	switch s {
+	case Healthy:
 		c.Log.Info("cloud server healthy", "server", b.Name)
-	} else {
+		b.closeIdleRequests()
+	default:
 		c.Log.Warn("cloud server unhealthy", "server", b.Name, "err", err)
 		b.CloseIdle()
 	}
 	if c.OnChange != nil {
-		c.OnChange(b, healthy)
+		c.OnChange(b, s)
 	}
 }
 
-// MarkSuspect records that a proxied request to the server failed: a healthy server turns
-// unhealthy at once and is probed again without waiting for the next interval.
+// MarkSuspect records that a proxied request to the server failed or has waited too long for its
+// answer. It does not change the server's health: it asks the checker for a probe at once (at most
+// one every half second), and a failure of that probe, or of one already out, makes the server
+// unhealthy.
 func (b *Backend) MarkSuspect(err error) {
 	h := &b.health
 	h.mu.Lock()
-	h.lastErr = err
-	h.oks = 0
-	changed := h.healthy.CompareAndSwap(true, false)
-	onChange := h.onChange
+	wake := h.suspect(time.Now(), err)
 	h.mu.Unlock()
-	if changed && onChange != nil {
-		onChange(b, false, err)
-	}
-	select {
-	case h.kick <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
 	}
 }

@@ -42,6 +42,8 @@ func TestParseServerAddr(t *testing.T) {
 	}
 }
 
+func setState(b *Backend, st State) { b.health.state.Store(int32(st)) }
+
 func TestBalancerModes(t *testing.T) {
 	hits := make([]atomic.Int32, 3)
 	var bs []*Backend
@@ -58,16 +60,31 @@ func TestBalancerModes(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
+	// Not probed yet: tried all the same (a hub that just started forwards writes).
 	rr := &Balancer{Mode: RoundRobin, Backends: bs}
 	for i := 0; i < 30; i++ {
 		get(rr)
 	}
 	for i := range hits {
 		if n := hits[i].Swap(0); n != 10 {
-			t.Fatalf("rr: backend %d got %d of 30", i, n)
+			t.Fatalf("rr, unknown: backend %d got %d of 30", i, n)
 		}
 	}
-	bs[0].health.healthy.Store(false)
+	if rr.State() != Unknown {
+		t.Fatalf("state %v", rr.State())
+	}
+	// One healthy: only it, while the others are unknown.
+	setState(bs[2], Healthy)
+	for i := 0; i < 6; i++ {
+		get(rr)
+	}
+	if hits[0].Swap(0) != 0 || hits[1].Swap(0) != 0 || hits[2].Swap(0) != 6 {
+		t.Fatal("rr preferred an unknown backend to a healthy one")
+	}
+	for _, b := range bs {
+		setState(b, Healthy)
+	}
+	setState(bs[0], Unhealthy)
 	for i := 0; i < 20; i++ {
 		get(rr)
 	}
@@ -82,7 +99,10 @@ func TestBalancerModes(t *testing.T) {
 		t.Fatalf("priority: %d %d", hits[1].Load(), hits[2].Load())
 	}
 	for _, b := range bs {
-		b.health.healthy.Store(false)
+		setState(b, Unhealthy)
+	}
+	if pr.State() != Unhealthy || pr.Healthy() {
+		t.Fatalf("all unhealthy: state %v", pr.State())
 	}
 	req, _ := http.NewRequest("GET", "http://hub/api/v1/nodes", nil)
 	if _, err := pr.RoundTrip(req); !errors.Is(err, ErrNoHealthyBackend) {
@@ -90,13 +110,15 @@ func TestBalancerModes(t *testing.T) {
 	}
 }
 
-func TestBalancerRetriesRefusedConnectionAndMarksSuspect(t *testing.T) {
+func TestBalancerRetriesRefusedConnectionAndSuspectsIt(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := "http://" + ln.Addr().String()
 	ln.Close()
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()
 	d, ok := backend(t, dead), backend(t, srv.URL)
+	setState(d, Healthy)
+	setState(ok, Healthy)
 	l := &Balancer{Mode: Priority, Backends: []*Backend{d, ok}}
 	req, _ := http.NewRequest("GET", "http://hub/api/v1/pods", nil)
 	resp, err := l.RoundTrip(req)
@@ -104,8 +126,8 @@ func TestBalancerRetriesRefusedConnectionAndMarksSuspect(t *testing.T) {
 		t.Fatalf("refused connection not retried: %v", err)
 	}
 	resp.Body.Close()
-	if d.Healthy() {
-		t.Fatal("refused server not marked unhealthy")
+	if !d.Healthy() {
+		t.Fatal("a request alone turned the server unhealthy")
 	}
 	select {
 	case <-d.health.kick:
@@ -114,52 +136,50 @@ func TestBalancerRetriesRefusedConnectionAndMarksSuspect(t *testing.T) {
 	}
 }
 
-func TestCheckerThresholds(t *testing.T) {
-	var fail atomic.Bool
-	b := backend(t, "http://127.0.0.1:1")
-	changes := make(chan bool, 10)
-	c := &Checker{
-		Probe: func(context.Context, *Backend) error {
-			if fail.Load() {
-				return errors.New("down")
+// A request that waits longer than SuspectAfter (or is given up as slow) asks for a probe; it
+// never changes the server's health itself.
+func TestBalancerSuspectsSlowAnswer(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	b := backend(t, srv.URL)
+	setState(b, Healthy)
+	l := &Balancer{Backends: []*Backend{b}, SuspectAfter: 20 * time.Millisecond}
+	ctx := WithRoute(context.Background(), Route{HeaderTimeout: 50 * time.Millisecond, OnSlow: func() bool { return true }})
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://hub/api/v1/pods", nil)
+	if _, err := l.RoundTrip(req); !errors.Is(err, ErrSlow) {
+		t.Fatalf("slow answer: %v", err)
+	}
+	if !b.Healthy() {
+		t.Fatal("a slow request turned the server unhealthy")
+	}
+	select {
+	case <-b.health.kick:
+	default:
+		t.Fatal("slow server not queued for an immediate probe")
+	}
+	b.health.mu.Lock()
+	defer b.health.mu.Unlock()
+	if b.health.suspectAt.IsZero() {
+		t.Fatal("no suspicion recorded")
+	}
+}
+
+// The probe asks whether the server answers: a readiness check failing is an answer, a gateway
+// without a server behind it is not.
+func TestPing(t *testing.T) {
+	for code, ok := range map[int]bool{200: true, 401: true, 403: true, 500: true, 502: false, 503: false, 504: false} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/readyz" {
+				t.Errorf("ping path %s", r.URL.Path)
 			}
-			return nil
-		},
-		Interval: 20 * time.Millisecond, FailedRetry: 3, HealthyThreshold: 2,
-		OnChange: func(_ *Backend, h bool) { changes <- h },
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx, []*Backend{b})
-	if h := <-changes; !h {
-		t.Fatal("initial state not healthy")
-	}
-	time.Sleep(60 * time.Millisecond)
-	if !b.Reached() {
-		t.Fatal("not reached after successful probes")
-	}
-	fail.Store(true)
-	start := time.Now()
-	if h := <-changes; h {
-		t.Fatal("expected unhealthy")
-	}
-	if d := time.Since(start); d < 40*time.Millisecond {
-		t.Fatalf("unhealthy after %v: fewer than 3 failures", d)
-	}
-	fail.Store(false)
-	start = time.Now()
-	if h := <-changes; !h {
-		t.Fatal("expected healthy")
-	}
-	if d := time.Since(start); d < 15*time.Millisecond {
-		t.Fatalf("healthy after %v: fewer than 2 successes", d)
-	}
-	// A proxied failure turns it unhealthy at once; the immediate re-probe starts the way back.
-	b.MarkSuspect(errors.New("connection reset"))
-	if h := <-changes; h {
-		t.Fatal("MarkSuspect did not turn the server unhealthy")
-	}
-	if h := <-changes; !h {
-		t.Fatal("server did not recover after MarkSuspect")
+			w.WriteHeader(code)
+		}))
+		err := backend(t, srv.URL).Ping(context.Background())
+		srv.Close()
+		if (err == nil) != ok {
+			t.Errorf("readyz %d: ping error %v", code, err)
+		}
 	}
 }

@@ -23,6 +23,9 @@ type Relay struct {
 	// FromServer and ToServer count the bytes relayed in each direction: what the cloud sent (the
 	// cloud-link cost nodehub tries to cut) and what it received.
 	FromServer, ToServer atomic.Int64
+	// HeldConns counts the connections accepted while black-holed, and Swallowed the bytes nodehub
+	// sent into the black hole on them (what probing a dead link costs).
+	HeldConns, Swallowed atomic.Int64
 }
 
 const (
@@ -59,6 +62,22 @@ func (r *Relay) accept(ln net.Listener) {
 
 func (r *Relay) pipe(c net.Conn) {
 	defer r.drop(c)
+	r.mu.Lock()
+	held := r.mode == relayBlackHole
+	r.mu.Unlock()
+	if held {
+		// Nothing goes through until the link returns, and that resets this connection: read and
+		// count what is sent into the hole until then.
+		r.HeldConns.Add(1)
+		buf := make([]byte, 4<<10)
+		for {
+			n, err := c.Read(buf)
+			r.Swallowed.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}
 	if !r.wait() {
 		return
 	}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"nodehub/e2e/harness"
+)
+
+// defaultHealthFlags are nodehub's defaults, spelled out (the harness starts hubs with a fast
+// heartbeat): heartbeat every 10 s, timeout 2 s, 3 failures, 2 successes.
+var defaultHealthFlags = []string{"--v=2", "--heartbeat-interval-seconds=10", "--heartbeat-timeout-seconds=2",
+	"--heartbeat-failed-retry=3", "--heartbeat-healthy-threshold=2", "--cache-agents=kubelet"}
+
+// benchHealth measures how fast the hub follows a black-holed link at the default flags: the
+// outage noticed in each of several cycles (with the node's clients reading, and with none), the
+// return noticed and offline watches ended, what probing costs per hour offline, and a cold start
+// in the black hole to the first cached answer.
+func benchHealth(e *env, o options) error {
+	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	if err != nil {
+		return err
+	}
+	defer relay.Refuse()
+	e.n++
+	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	start := func(noWait bool) (*harness.Hub, error) {
+		return e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: relay.URL(), NoWait: noWait, Args: defaultHealthFlags})
+	}
+	h, err := start(false)
+	if err != nil {
+		return err
+	}
+	gauge := `nodehub_server_healthy{server="` + relay.Addr + `"}`
+	wait := func(h *harness.Hub, want float64, d time.Duration) (time.Duration, error) {
+		t0 := time.Now()
+		for time.Since(t0) < d {
+			if v, err := h.Metric(gauge); err == nil && v == want {
+				return time.Since(t0), nil
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return 0, fmt.Errorf("health gauge not %v within %v", want, d)
+	}
+	if _, err := wait(h, 1, 10*time.Second); err != nil {
+		h.Stop()
+		return err
+	}
+	list := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName
+	cl := &http.Client{Timeout: 30 * time.Second}
+	if _, err := timeGet(cl, h.ProxyURL+list); err != nil {
+		h.Stop()
+		return err
+	}
+	if _, err := timeGet(cl, h.ProxyURL+"/api/v1/nodes/"+harness.NodeName); err != nil {
+		h.Stop()
+		return err
+	}
+	settle(h)
+
+	// The node's clients at work: kubelet reads its Node every 100 ms; a watch of its pods is open.
+	ctx, stopReader := context.WithCancel(e.ctx)
+	go func() {
+		rc := &http.Client{Timeout: 10 * time.Second}
+		for ctx.Err() == nil {
+			_, _ = timeGet(rc, h.ProxyURL+"/api/v1/nodes/"+harness.NodeName)
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	const cycles = 5
+	var downs, ups, ends []time.Duration
+	for i := 0; i < cycles; i++ {
+		time.Sleep(time.Duration(3000+1700*i) * time.Millisecond) // cuts at different points of the 10 s heartbeat
+		if err := relay.BlackHole(); err != nil {
+			stopReader()
+			h.Stop()
+			return err
+		}
+		d, err := wait(h, 0, 30*time.Second)
+		if err != nil {
+			stopReader()
+			h.Stop()
+			return err
+		}
+		downs = append(downs, d)
+		wctx, cancel := context.WithCancel(ctx)
+		ended := make(chan time.Time, 1)
+		go func() {
+			_ = watchStream(wctx, h.ProxyURL+list+"&watch=true", kubeletUA)
+			ended <- time.Now()
+		}()
+		time.Sleep(time.Duration(3000+230*i) * time.Millisecond) // returns at different points of the 1 s probes
+		if err := relay.Pass(); err != nil {
+			cancel()
+			stopReader()
+			h.Stop()
+			return err
+		}
+		back := time.Now()
+		u, err := wait(h, 1, 30*time.Second)
+		if err != nil {
+			cancel()
+			stopReader()
+			h.Stop()
+			return err
+		}
+		ups = append(ups, u)
+		select {
+		case at := <-ended:
+			ends = append(ends, at.Sub(back))
+		case <-time.After(10 * time.Second):
+			ends = append(ends, -1)
+		}
+		cancel()
+	}
+	stopReader()
+
+	// No client at all: only the heartbeat can notice (three failed probes).
+	time.Sleep(4 * time.Second)
+	if err := relay.BlackHole(); err != nil {
+		h.Stop()
+		return err
+	}
+	idle, err := wait(h, 0, 60*time.Second)
+	if err != nil {
+		h.Stop()
+		return err
+	}
+	// What an hour offline costs: the probes sent into the black hole over 30 s.
+	conns0, bytes0 := relay.HeldConns.Load(), relay.Swallowed.Load()
+	time.Sleep(30 * time.Second)
+	conns, sent := relay.HeldConns.Load()-conns0, relay.Swallowed.Load()-bytes0
+	h.Stop()
+	if err := relay.Pass(); err != nil {
+		return err
+	}
+
+	// Cold start in the black hole: exec to the first cached answer.
+	var colds []time.Duration
+	for i := 0; i < 5; i++ {
+		if err := relay.BlackHole(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		h2, err := start(true)
+		if err != nil {
+			return err
+		}
+		first := time.Duration(0)
+		for time.Since(t0) < 10*time.Second {
+			if _, err := timeGet(&http.Client{Timeout: 5 * time.Second}, h2.ProxyURL+list); err == nil {
+				first = time.Since(t0)
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		h2.Stop()
+		if first == 0 {
+			return fmt.Errorf("hub started in a black hole never answered from its cache")
+		}
+		colds = append(colds, first)
+		if err := relay.Pass(); err != nil {
+			return err
+		}
+	}
+
+	syns, err := synDropCost(e)
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("\n## health at the default flags (heartbeat 10 s, timeout 2 s, 3 failures, 2 successes), one apiserver behind a relay that black-holes the link (connections accepted, nothing answered)\n")
+	fmt.Printf("outage_noticed_each_cycle\t%s\t(kubelet-like client reading its Node every 100 ms; %d cycles of 3–4 s offline)\n", durs(downs), cycles)
+	fmt.Printf("return_noticed_each_cycle\t%s\t(same cycles; unhealthy server probed every second with GET /readyz)\n", durs(ups))
+	fmt.Printf("offline_watch_ended_after_return\t%s\t(a kubelet pod watch opened offline, per cycle)\n", durs(ends))
+	fmt.Printf("outage_noticed_idle\t%v\t(no client request at all: the heartbeat and its two retries)\n", idle.Round(time.Millisecond))
+	perProbe := 0.0
+	if conns > 0 {
+		perProbe = float64(sent) / float64(conns)
+	}
+	fmt.Printf("probes_per_hour_offline\t%d\t(connections into the black hole in 30 s ×120)\n", conns*120)
+	fmt.Printf("bytes_sent_per_hour_offline\t%.0f KB\t(TCP payload into the black hole in 30 s ×120: %.0f B per probe, the TLS ClientHello; plus TCP/IP headers)\n", float64(sent*120)/1000, perProbe)
+	fmt.Printf("syns_per_hour_offline_dropping_link\t%d SYNs, %d KB\t(a server whose SYNs are dropped: listen queue full; kernel ListenOverflows in 30 s ×120; 60-B SYNs; %.1f a second)\n", syns*120, syns*120*60/1000, float64(syns)/30)
+	fmt.Printf("cold_start_black_hole_to_first_cached_answer\t%s\t(exec of a hub with a cache of %d pods to its first answer to kubelet's pod list, 5 starts)\n", durs(colds), o.pods)
+	return nil
+}
+
+// durs prints durations rounded to the millisecond, comma-separated.
+func durs(ds []time.Duration) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = d.Round(time.Millisecond).String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// synDropCost runs a hub against a server whose SYNs are dropped (a listener whose accept queue is
+// full: the kernel drops further SYNs and counts each in TcpExt ListenOverflows, as a dead link
+// would swallow them) and counts the SYNs it sends in 30 s once it knows the server is unhealthy.
+func synDropCost(e *env) (syns int64, err error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return 0, err
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		return 0, err
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		return 0, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	for i := 0; i < 2; i++ { // fill the accept queue (one connection with a backlog of 0)
+		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
+			defer c.Close()
+		}
+	}
+	e.n++
+	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: "https://" + addr, Args: defaultHealthFlags})
+	if err != nil {
+		return 0, err
+	}
+	defer h.Stop()
+	time.Sleep(5 * time.Second)
+	before, err := listenOverflows()
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(30 * time.Second)
+	after, err := listenOverflows()
+	return after - before, err
+}
+
+// listenOverflows reads TcpExt ListenOverflows from /proc/net/netstat.
+func listenOverflows() (int64, error) {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return 0, err
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		k, v := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		for j := range k {
+			if k[j] == "ListenOverflows" && j < len(v) {
+				return strconv.ParseInt(v[j], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no ListenOverflows in /proc/net/netstat")
+}

@@ -1,0 +1,225 @@
+package remote
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// State is a server's health as the balancer sees it.
+type State int32
+
+const (
+	// Unknown: no probe has answered or failed yet (the hub just started). Nothing proved the
+	// server reachable: reads the cache can answer are served from it, other requests may try it.
+	Unknown State = iota
+	// Healthy: the balancer sends requests to it.
+	Healthy
+	// Unhealthy: the balancer skips it; it is probed every second until it answers again.
+	Unhealthy
+)
+
+func (s State) String() string {
+	switch s {
+	case Healthy:
+		return "healthy"
+	case Unhealthy:
+		return "unhealthy"
+	}
+	return "unknown"
+}
+
+// probeKind is which request a probe sends.
+type probeKind int
+
+const (
+	heartbeat probeKind = iota // Checker.Probe: the periodic heartbeat (the node lease)
+	ping                       // Checker.Ping: one small request
+)
+
+// timing is the part of a Checker the schedule needs.
+type timing struct {
+	interval    time.Duration // between heartbeats of a healthy server
+	retry       time.Duration // between probes of an unhealthy server, and after a failed heartbeat
+	suspectGap  time.Duration // least time between two probes of a healthy server
+	failedRetry int
+	threshold   int
+	maxInFlight int
+}
+
+// health is a backend's state and its probe schedule. The Checker drives it (start, result), the
+// balancer reads it (state) and reports trouble (suspect). Every method that changes it is
+// called with mu held; it decides, it never waits, so tests drive it with a synthetic clock.
+type health struct {
+	state   atomic.Int32
+	reached atomic.Bool
+	kick    chan struct{} // wakes the checker: a suspicion arrived
+
+	mu         sync.Mutex
+	fails, oks int // consecutive failed / good probes
+	lastErr    error
+	inflight   int
+	seq        uint64    // last probe started
+	runFirst   uint64    // first probe of the run of good answers that counts (see result)
+	runNext    uint64    // the probe that continues that run
+	lastStart  time.Time // start of the last probe
+	nextBeat   time.Time // when a healthy server's next heartbeat is due
+	suspectAt  time.Time // a request found trouble (zero: none since the last good probe)
+	urgent     bool      // that trouble was a failure (refused, reset), not a wait: probe at once
+	started    bool      // the first probe went out
+}
+
+func (h *health) init() {
+	h.kick = make(chan struct{}, 1)
+}
+
+func (h *health) get() State { return State(h.state.Load()) }
+
+// nextProbe says when the next probe is due and which kind it is. ok is false when none may
+// start now whatever the time (a healthy server's probe is still out, or every slot is busy).
+func (h *health) nextProbe(t *timing) (at time.Time, kind probeKind, ok bool) {
+	if !h.started {
+		return time.Time{}, ping, true // at once: the cold start waits on this answer
+	}
+	switch h.get() {
+	case Healthy:
+		if h.inflight > 0 {
+			return time.Time{}, 0, false // its answer (or timeout) is what counts
+		}
+		if !h.suspectAt.IsZero() {
+			if h.urgent {
+				return h.suspectAt, ping, true
+			}
+			return later(h.suspectAt, h.lastStart.Add(t.suspectGap)), ping, true
+		}
+		if h.fails > 0 {
+			if at := h.lastStart.Add(t.retry); at.Before(h.nextBeat) {
+				return at, ping, true
+			}
+		}
+		return h.nextBeat, heartbeat, true
+	default: // Unknown (first probe out) or Unhealthy: a small request every retry
+		if h.inflight >= t.maxInFlight {
+			return time.Time{}, 0, false
+		}
+		gap := t.retry
+		if h.oks > 0 {
+			gap /= 2 // confirm a first good answer sooner
+		}
+		return h.lastStart.Add(gap), ping, true
+	}
+}
+
+// start records a probe that goes out now and returns its sequence number.
+func (h *health) start(now time.Time, kind probeKind, t *timing) uint64 {
+	h.started = true
+	h.urgent = false
+	h.inflight++
+	h.seq++
+	h.lastStart = now
+	if kind == heartbeat {
+		h.nextBeat = now.Add(t.interval)
+	}
+	return h.seq
+}
+
+// result applies the outcome of probe seq (started at start) and returns the new state when it
+// changed.
+//
+// Probes of an unhealthy server overlap (each waits out its timeout on a black-holed link), so
+// answers come out of order. The healthy threshold counts a run of good answers to consecutive
+// probes: a late answer to a probe older than the run is ignored, and so is a failure of a probe
+// sent before the run began (it went into the link before it came back).
+func (h *health) result(seq uint64, started time.Time, kind probeKind, err error, now time.Time, t *timing) (State, bool) {
+	h.inflight--
+	prev := h.get()
+	next := prev
+	if err == nil {
+		h.reached.Store(true)
+		h.lastErr = nil
+		if !h.suspectAt.IsZero() && !started.Before(h.suspectAt) {
+			h.suspectAt = time.Time{} // answered after the trouble was seen
+		}
+		switch {
+		case prev == Healthy:
+			h.fails = 0
+		case prev == Unknown:
+			h.runFirst = seq
+			next = Healthy
+		case h.oks > 0 && seq == h.runNext:
+			h.oks++
+			h.runNext = seq + 1
+		case h.oks == 0 || seq > h.runNext:
+			h.oks, h.runFirst, h.runNext = 1, seq, seq+1
+		}
+		if prev == Unhealthy && h.oks >= t.threshold {
+			next = Healthy
+		}
+	} else {
+		if seq < h.runFirst {
+			return prev, false
+		}
+		if prev == Unknown && errors.Is(err, ErrNoCredentials) {
+			// Not the server's fault, and no verdict on it: still unknown until the node's
+			// credentials are there (a bootstrapping node is served from its cache meanwhile).
+			h.lastErr = err
+			return prev, false
+		}
+		h.lastErr = err
+		h.oks = 0
+		h.fails++
+		switch {
+		case prev == Unknown:
+			next = Unhealthy
+		case prev == Healthy && (h.fails >= t.failedRetry || !h.suspectAt.IsZero()):
+			// Enough failed heartbeats, or a failed probe while a request was in trouble:
+			// never a request alone.
+			next = Unhealthy
+		}
+	}
+	if next == prev {
+		return prev, false
+	}
+	h.state.Store(int32(next))
+	h.suspectAt, h.urgent = time.Time{}, false
+	h.oks = 0
+	if next == Healthy {
+		h.fails = 0
+		if kind != heartbeat {
+			h.nextBeat = now // renew the lease at once
+		}
+	}
+	return next, true
+}
+
+// suspect records that a request to a healthy server failed or waits too long; it reports whether
+// the checker should look (a new suspicion). A request that waits is probed for at most every
+// suspectGap; one that failed (nothing a client can cause at will) at once.
+func (h *health) suspect(now time.Time, err error) bool {
+	if h.get() != Healthy {
+		return false
+	}
+	if !errors.Is(err, ErrNoAnswerYet) && !errors.Is(err, ErrSlow) && !h.urgent {
+		h.urgent = true
+		if h.suspectAt.IsZero() {
+			h.suspectAt = now
+		}
+		return true
+	}
+	if !h.suspectAt.IsZero() {
+		return false
+	}
+	h.suspectAt = now
+	if h.lastErr == nil {
+		h.lastErr = err
+	}
+	return true
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,70 @@
+package hub
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"nodehub/hub/remote"
+)
+
+func TestCloudStateStartsUnknown(t *testing.T) {
+	s := newCloudState()
+	s.begin(time.Now())
+	if s.get() != remote.Unknown || s.Online() {
+		t.Fatalf("start: %v", s.get())
+	}
+	period := s.onlinePeriod()
+	// A read made before the first verdict waits for it a moment, not for the probe's timeout.
+	start := time.Now()
+	if st := s.settle(context.Background()); st != remote.Unknown {
+		t.Fatalf("settle: %v", st)
+	}
+	if d := time.Since(start); d < coldWait/2 || d > coldWait+time.Second {
+		t.Fatalf("settle waited %v, want about %v", d, coldWait)
+	}
+	// Once the cold-start wait is over, it does not wait at all.
+	start = time.Now()
+	s.settle(context.Background())
+	if d := time.Since(start); d >= coldWait {
+		t.Fatalf("settle after the cold-start wait took %v", d)
+	}
+	// A verdict during the wait ends it at once.
+	s.begin(time.Now())
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		s.set(remote.Healthy)
+	}()
+	if st := s.settle(context.Background()); st != remote.Healthy {
+		t.Fatalf("settle with a verdict: %v", st)
+	}
+	if period.Err() != nil {
+		t.Fatal("the online period ended without going offline")
+	}
+	ch := s.Changed()
+	if !s.set(remote.Unhealthy) || period.Err() == nil {
+		t.Fatal("going offline did not end the online period")
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("change not signalled")
+	}
+	if s.set(remote.Unhealthy) {
+		t.Fatal("no change reported as one")
+	}
+	s.set(remote.Healthy)
+	if s.onlinePeriod().Err() != nil || !s.Online() {
+		t.Fatal("back online without a new period")
+	}
+}
+
+// Going offline from the cold start (the first probe failed) ends what was forwarded meanwhile.
+func TestCloudStateUnknownToOffline(t *testing.T) {
+	s := newCloudState()
+	p := s.onlinePeriod()
+	s.set(remote.Unhealthy)
+	if p.Err() == nil {
+		t.Fatal("requests forwarded before the first verdict not cancelled when it is offline")
+	}
+}
