@@ -9,10 +9,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"nodehub/wire"
 )
 
 // noCreds is for plain-http test backends, which need no TLS material.
-type noCreds struct{ Credentials }
+type noCreds struct{ wire.Credentials }
 
 func backend(t *testing.T, url string) *Backend {
 	t.Helper()
