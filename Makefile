@@ -26,20 +26,31 @@ vet:
 	cd test/e2e && go vet ./...
 	cd bench && go vet ./...
 
-# Fuzz budgets are execution counts, not durations: Go 1.26's fuzz coordinator can fail a run at
-# the end of a -fuzztime duration with 'context deadline exceeded' on a loaded machine (go.dev/issue/75804).
-unit: ## unit tests and short fuzz runs of the wire parsers
+# Every parser that sees bytes from a client or the cloud has a fuzz target (package:target).
+# Budgets are execution counts, not durations: Go 1.26's fuzz coordinator can fail a run at the
+# end of a -fuzztime duration with 'context deadline exceeded' on a loaded machine (go.dev/issue/75804).
+FUZZ_TARGETS := \
+	wire:FuzzParseURL wire:FuzzDecodeProtoEnvelope wire:FuzzJSONListSplitter wire:FuzzProtoListSplitter \
+	wire:FuzzWatchSplitters wire:FuzzJSONMember wire:FuzzExtractMeta wire:FuzzConvert wire:FuzzDecodeProtoWatchEvent \
+	wire:FuzzSelector hub/local:FuzzApplyPatch \
+	wire:FuzzReadNodeFacts hub/tokens:FuzzDecode hub/tokens:FuzzJWTExpiry \
+	hub/certs:FuzzParseYAML hub/certs:FuzzClusterInfo hub/certs:FuzzKubeconfig hub:FuzzCredentialOf
+# make test: a short run of each (seconds); make fuzz: a long one (FUZZ_EXECS each, ~minutes).
+FUZZ_SHORT ?= 20000
+FUZZ_EXECS ?= 2000000
+
+unit: ## unit tests and short fuzz runs of every parser of client or cloud bytes
 	go test -count=1 ./...
-	go test -run '^$$' -fuzz FuzzParseURL -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzDecodeProtoEnvelope -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzJSONListSplitter -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzProtoListSplitter -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzWatchSplitters -fuzztime 50000x ./wire
-	go test -run '^$$' -fuzz FuzzParseYAML -fuzztime 25000x ./hub/certs
-	go test -run '^$$' -fuzz FuzzClusterInfo -fuzztime 25000x ./hub/certs
-	go test -run '^$$' -fuzz FuzzCredentialOf -fuzztime 25000x ./hub
-	go test -run '^$$' -fuzz FuzzReadNodeFacts -fuzztime 25000x ./wire
-	go test -run '^$$' -fuzz FuzzDecode -fuzztime 25000x ./hub/tokens
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($(FUZZ_SHORT)x)"; \
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_SHORT)x ./$${t%%:*}; \
+	done
+
+fuzz: ## long fuzz runs of every parser (FUZZ_EXECS executions each; one target: make fuzz FUZZ_TARGETS=wire:FuzzConvert)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($(FUZZ_EXECS)x)"; \
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_EXECS)x ./$${t%%:*}; \
+	done
 
 deps: ## install what the e2e tests run: promtool, busybox, qemu-user-static (build/deps.sh)
 	sh build/deps.sh

@@ -76,6 +76,7 @@ type options struct {
 	poolBindAddress   string
 	poolPort          int
 	poolLeaderTimeout time.Duration
+	poolSelfDeclared  bool
 
 	// ignored are the YurtHub flags that were set but nodehub does not act on (yurthubflags.go).
 	ignored []string
@@ -144,6 +145,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.StringVar(&o.poolBindAddress, "pool-bind-address", "", "this hub's address in the pool: the pool port listens there and a leader advertises it (YurtHub: --node-ip)")
 	fs.IntVar(&o.poolPort, "pool-port", 10269, "the pool port (mTLS) where a leader serves the other hubs (YurtHub: --multiplexer-port)")
 	fs.DurationVar(&o.poolLeaderTimeout, "pool-leader-timeout", 5*time.Second, "a silent or unreachable leader is given up after this long")
+	fs.BoolVar(&o.poolSelfDeclared, "pool-self-declared-membership", false, "lease mode without an OpenYurt NodePool: let any node that labels its own Lease with the pool lead it (any node can: only where every node is trusted); off, lease mode elects only among the NodePool's nodes and nobody without one")
 	hidden := registerYurtHub(fs, &o.ignored)
 	if err := fs.Parse(normalizeFlagNames(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -319,6 +321,9 @@ func (o *options) validatePool() error {
 	if _, err := pool.ParseResources(o.poolResources); err != nil {
 		return fmt.Errorf("--pool-scope-resources: %v", err)
 	}
+	if o.poolSelfDeclared && o.poolMode != pool.ModeLease {
+		return fmt.Errorf("--pool-self-declared-membership: only with --pool-mode=lease")
+	}
 	switch o.poolMode {
 	case pool.ModeOff:
 		return nil
@@ -382,7 +387,7 @@ func (o *options) poolConfig() hub.PoolConfig {
 		addr = "0.0.0.0"
 	}
 	return hub.PoolConfig{Resources: res, Mode: o.poolMode, LeaseNamespace: o.poolLeaseNS,
-		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout}
+		Addr: hostPort(addr, o.poolPort), LeaderTimeout: o.poolLeaderTimeout, SelfDeclared: o.poolSelfDeclared}
 }
 
 func (o *options) servers() []string { return splitList(o.serverAddr) }

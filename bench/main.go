@@ -39,7 +39,7 @@ func main() {
 	flag.DurationVar(&o.poolChurn, "pool-churn", 30*time.Second, "how long the pool benchmark's 10 slice updates/s run, per mode")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
-	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, health, cache, profile, pool, tokens or hostile")
+	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, health, cache, profile, pool, tokens, hostile or brokencloud")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -152,6 +152,11 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "hostile" {
 		if err := benchHostile(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "brokencloud" {
+		if err := benchBrokenCloud(e, o); err != nil {
 			return err
 		}
 	}

@@ -67,7 +67,7 @@ func (st *Stream) feed(b *batch, data []byte) {
 		return
 	}
 	if st.gzip || st.kind == StreamObject || st.kind == StreamDiscovery {
-		if len(st.buf)+len(data) > maxBody || st.gzip && int64(len(st.buf)+len(data)) > b.w.budget {
+		if len(st.buf)+len(data) > wire.MaxObjectBytes && !st.gzip || len(st.buf)+len(data) > maxBody || st.gzip && int64(len(st.buf)+len(data)) > b.w.budget {
 			st.failed = true // too large to keep: not cached, and a list stays incomplete
 			st.buf = nil
 			return
@@ -103,8 +103,11 @@ func (st *Stream) parse(b *batch, data []byte) {
 		_, err = st.watch.Write(data)
 	}
 	if err != nil {
+		// A stream the cache cannot follow (an object over wire.MaxObjectBytes, a malformed one)
+		// leaves what it would have changed unknown: the lists on disk are no longer complete.
 		st.failed = true
 		b.w.fail(st.r, fmt.Errorf("cache: parse %s: %w", st.r, err))
+		b.w.fail(st.r, b.w.store.MarkIncomplete(st.r))
 	}
 }
 
@@ -145,7 +148,8 @@ func (st *Stream) gunzip(b *batch) {
 	if err == nil {
 		if st.kind == StreamObject {
 			var plain []byte
-			if plain, err = io.ReadAll(io.LimitReader(zr, maxBody)); err == nil {
+			// Bounded as an object is: past the bound it fails, never cut and kept.
+			if plain, err = wire.ReadAllLimit(zr, wire.MaxObjectBytes, "decompressed object"); err == nil {
 				st.buf = plain
 			}
 		} else {
@@ -230,6 +234,10 @@ func (b *batch) add(p *pend) {
 func (b *batch) put(st *Stream, raw []byte) error {
 	if st.unchanged {
 		return nil
+	}
+	if !wire.WholeObject(raw) {
+		// Torn or malformed: never kept, and the stream it came in is not followed further.
+		return fmt.Errorf("cache: %s: a malformed object (%d bytes)", b.r, len(raw))
 	}
 	m, err := wire.ExtractMeta(raw, b.r.Resource)
 	if err != nil {

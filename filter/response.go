@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
 
 	"nodehub/wire"
 )
@@ -99,11 +100,11 @@ func (c *Chain) wants(raw []byte) bool {
 // re-encoded, one whose object a filter removed becomes a DELETED event (so the client forgets
 // it), and everything else — BOOKMARK and ERROR events included — passes as the bytes it came in.
 func (c *Chain) Watch(rc io.ReadCloser, media wire.MediaType) io.ReadCloser {
-	w := &watchFilter{rc: rc, buf: make([]byte, 32<<10)}
 	frame := wire.EncodeJSONWatchEvent
 	if media.IsProtobuf() {
 		frame = wire.EncodeProtoWatchEvent
 	}
+	w := &watchFilter{rc: rc, buf: make([]byte, 32<<10), frame: frame, protobuf: media.IsProtobuf()}
 	w.sp = wire.NewWatchSplitter(media, func(ev wire.WatchEvent) error {
 		if ev.Type == wire.EventAdded || ev.Type == wire.EventModified {
 			out, v := c.Apply(ev.Object)
@@ -123,14 +124,18 @@ func (c *Chain) Watch(rc io.ReadCloser, media wire.MediaType) io.ReadCloser {
 }
 
 type watchFilter struct {
-	rc  io.ReadCloser
-	sp  wire.WatchSplitter
-	buf []byte
-	out bytes.Buffer
-	err error
+	rc       io.ReadCloser
+	sp       wire.WatchSplitter
+	frame    func(wire.WatchEvent) []byte
+	protobuf bool
+	buf      []byte
+	out      bytes.Buffer
+	err      error
 }
 
-// Read returns filtered events as soon as a whole one has arrived.
+// Read returns filtered events as soon as a whole one has arrived. A stream the splitter cannot
+// read (a frame over wire.MaxObjectBytes, a malformed one) ends with an ERROR event carrying a
+// 502 Status, after the events before it: the client re-lists, as after any watch error.
 func (w *watchFilter) Read(p []byte) (int, error) {
 	for w.out.Len() == 0 {
 		if w.err != nil {
@@ -139,7 +144,10 @@ func (w *watchFilter) Read(p []byte) (int, error) {
 		n, err := w.rc.Read(w.buf)
 		if n > 0 {
 			if _, perr := w.sp.Write(w.buf[:n]); perr != nil {
-				w.err = perr
+				st, _ := wire.EncodeStatus(wire.NewStatus(http.StatusBadGateway, "nodehub: the cloud's watch stream could not be read: "+perr.Error()), w.protobuf)
+				w.out.Write(w.frame(wire.WatchEvent{Type: wire.EventError, Object: st}))
+				w.err = io.EOF
+				continue
 			}
 		}
 		if err != nil && w.err == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,11 +13,16 @@ import (
 	"nodehub/wire"
 )
 
-const maxFilteredBody = 64 << 20
+// maxFilteredList bounds a list answer a filter reads whole (decompressed): 32 MiB, twice the
+// largest object (wire.MaxObjectBytes), enough for the pool-scope lists of a large cluster (10,000
+// Services are ~15 MiB as JSON). A get answer is one object: wire.MaxObjectBytes.
+const maxFilteredList = 32 << 20
 
 // filter runs a response through its filter chain: a watch as it streams; a get or list whole
 // (read, decompressed, filtered, and sent on uncompressed with its Content-Length corrected —
-// unchanged, when no object was touched).
+// unchanged, when no object was touched). A get or list answer that cannot be read whole — over
+// its bound, cut short, not valid gzip, not a list — becomes a 502 Status before any byte of it
+// reaches the client: never a 200 with a cut or unfiltered body.
 func (s *Server) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Response) {
 	s.observe(chain)
 	media := wire.ParseMediaType(resp.Header.Get("Content-Type"))
@@ -29,23 +35,14 @@ func (s *Server) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Re
 		}
 		return
 	}
-	var rd io.Reader = resp.Body
-	gz := resp.Header.Get("Content-Encoding") == "gzip"
-	if gz {
-		zr, err := gzip.NewReader(resp.Body)
-		if err != nil {
-			return
-		}
-		rd = zr
+	limit := int64(wire.MaxObjectBytes)
+	if ri.Verb == wire.VerbList {
+		limit = maxFilteredList
 	}
-	size := resp.ContentLength
-	if gz {
-		size = -1 // the length is the compressed one
-	}
-	body, err := readBody(rd, size)
-	resp.Body.Close()
+	body, err := readFiltered(resp, limit)
 	if err != nil {
-		resp.Body = io.NopCloser(errReader{err})
+		s.metrics.filterErrors.Inc("body")
+		badGateway(resp, ri, media, fmt.Errorf("nodehub: the cloud's answer could not be read: %w", err))
 		return
 	}
 	out, err := chain.Body(body, media, ri.Verb == wire.VerbList)
@@ -56,13 +53,51 @@ func (s *Server) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Re
 		resp.Header.Set("Content-Type", ct)
 		out = st
 	case err != nil:
+		// A list the filters cannot split is one they cannot filter either: passing it on would
+		// give the client what its filters exist to keep from it.
 		s.metrics.filterErrors.Inc("body")
-		out = body
+		badGateway(resp, ri, media, fmt.Errorf("nodehub: the cloud's answer could not be filtered: %w", err))
+		return
 	}
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	resp.ContentLength = int64(len(out))
 	resp.Body = io.NopCloser(bytes.NewReader(out))
+}
+
+// readFiltered reads a get or list body whole, decompressed, failing past limit (never cutting
+// it) and when it ends short of its Content-Length.
+func readFiltered(resp *http.Response, limit int64) ([]byte, error) {
+	defer resp.Body.Close()
+	var rd io.Reader = resp.Body
+	size := resp.ContentLength
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		rd, size = zr, -1 // the length is the compressed one
+	}
+	if size > limit {
+		return nil, fmt.Errorf("%w: %d bytes announced, the bound is %d", wire.ErrTooLarge, size, limit)
+	}
+	if size > 0 {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return wire.ReadAllLimit(rd, limit, "answer")
+}
+
+// badGateway turns resp into a 502 Status saying why (the cloud's body is already closed).
+func badGateway(resp *http.Response, ri *wire.RequestInfo, media wire.MediaType, err error) {
+	st, ct := wire.EncodeStatus(wire.NewStatus(http.StatusBadGateway, err.Error()), media.IsProtobuf())
+	resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
+	resp.Header = http.Header{"Content-Type": {ct}, "Content-Length": {strconv.Itoa(len(st))}, "Cache-Control": {"no-cache, private"}}
+	resp.ContentLength = int64(len(st))
+	resp.Body = io.NopCloser(bytes.NewReader(st))
 }
 
 // observe counts a chain's changes and errors in /metrics.
@@ -75,18 +110,4 @@ func (s *Server) observe(chain *filter.Chain) {
 		}
 		s.metrics.filterActions.Inc(name, action)
 	}
-}
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-// readBody reads a response body whole, sized up front when its length is known.
-func readBody(rd io.Reader, n int64) ([]byte, error) {
-	if n > 0 && n <= maxFilteredBody {
-		buf := make([]byte, n)
-		_, err := io.ReadFull(rd, buf)
-		return buf, err
-	}
-	return io.ReadAll(io.LimitReader(rd, maxFilteredBody))
 }

@@ -26,6 +26,9 @@ type PoolConfig struct {
 	// LeaderTimeout: a follower gives up a silent or unreachable leader after this long (default 5s).
 	// The pool port serves Config.ServingCert.
 	LeaderTimeout time.Duration
+	// SelfDeclared: in lease mode without a NodePool, nodes that label their own Lease may lead
+	// (--pool-self-declared-membership; see pool.Config).
+	SelfDeclared bool
 }
 
 // newPool builds the pool from the configuration, or nil when sharing is off.
@@ -43,7 +46,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
 		ServingCert: s.cfg.ServingCert,
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
-		Members: s.topo.NodePoolMembers,
+		SelfDeclared: pc.SelfDeclared,
 	})
 }
 

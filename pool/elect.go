@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -32,11 +33,19 @@ func LeaseMarks(pool, addr string) (labels, annotations map[string]string) {
 // over by them until its lease is renewed again: the followers of a killed leader, which all see
 // its connections fail at once, agree on the next member within a round instead of waiting for
 // the dead lease to run out; a leader that was only cut off leads again once it renews.
+//
+// Only the nodes the pool's NodePool names (status.nodes: yurt-manager writes it, a node cannot)
+// are candidates; the NodePool is listed and watched here, and until it has been read nobody is
+// elected (every hub reads the cloud itself). Without a NodePool nobody is elected either, unless
+// the operator accepts self-declared membership (Config.SelfDeclared).
 func (p *Pool) elect(ctx context.Context) {
 	st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases",
 		Namespace: p.cfg.LeaseNamespace, LabelSelector: LabelPool + "=" + p.cfg.PoolName})
-	go st.run(ctx, func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }, p.log)
-	e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}}
+	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
+	go st.run(ctx, cloud, p.log)
+	np := NewStore(nodePoolResource(p.cfg.PoolName))
+	go np.run(ctx, cloud, p.log)
+	e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}, nodePool: np}
 	tick := time.NewTicker(p.cfg.LeaderTimeout / 2)
 	defer tick.Stop()
 	for {
@@ -56,6 +65,13 @@ type elector struct {
 	p      *Pool
 	seen   map[string]renewal // node → its lease's last renewal as seen here
 	passed map[string]string  // node → the renewal it failed this hub at: not eligible until a newer one
+
+	nodePool  *Store          // the pool's NodePool (one object, or none), listed and watched
+	npRV      uint64          // the resourceVersion members was read from
+	members   map[string]bool // its status.nodes
+	refusal   string          // why no leader is elected
+	refusedAt time.Time       // since when
+	logged    bool            // the refusal was logged
 }
 
 type renewal struct {
@@ -70,12 +86,12 @@ func (e *elector) round(st *Store, now time.Time) {
 		return // not listed yet (or no RBAC to): no leader, every store reads the cloud
 	}
 	suspect, _, _ := strings.Cut(e.p.takeSuspect(), "@")
-	var members map[string]bool
-	if e.p.cfg.Members != nil {
-		if m, ok := e.p.cfg.Members(); ok {
-			members = m
-		}
+	members, why := e.membership()
+	if members == nil && !e.p.cfg.SelfDeclared {
+		e.refuse(why, now)
+		return
 	}
+	e.refuse("", now)
 	best, bestAddr := "", ""
 	for _, o := range objs {
 		t, err := wire.Decode(o.raw)
@@ -124,6 +140,66 @@ func (e *elector) round(st *Store, now time.Time) {
 		return
 	}
 	e.p.setLeader(best+"@"+bestAddr, best == e.p.cfg.NodeName)
+}
+
+// membership returns the pool's nodes as its NodePool names them, or nil and why they are not
+// known: the NodePool not listed yet (or not readable: RBAC, no such API), or absent.
+func (e *elector) membership() (map[string]bool, string) {
+	if e.nodePool == nil {
+		return nil, "the pool's NodePool is not read"
+	}
+	objs, _, _, err := e.nodePool.snapshot()
+	if err != nil {
+		return nil, "the NodePool " + e.p.cfg.PoolName + " has not been read (the node group needs list and watch on nodepools.apps.openyurt.io)"
+	}
+	for _, o := range objs {
+		if o.name != e.p.cfg.PoolName {
+			continue
+		}
+		if e.members == nil || o.rv != e.npRV {
+			e.members, e.npRV = nodePoolNodes(o.raw), o.rv
+		}
+		return e.members, ""
+	}
+	e.members = nil
+	return nil, "no NodePool " + e.p.cfg.PoolName + " names the pool's nodes"
+}
+
+// refuse elects nobody, saying why once it has lasted two leader timeouts (a hub just started
+// has not read the NodePool yet); why "" clears the refusal.
+func (e *elector) refuse(why string, now time.Time) {
+	if why != e.refusal {
+		e.refusal, e.refusedAt, e.logged = why, now, false
+	}
+	if why == "" {
+		return
+	}
+	e.p.setLeader("", false)
+	if !e.logged && now.Sub(e.refusedAt) >= 2*e.p.cfg.LeaderTimeout {
+		e.logged = true
+		e.p.log.Warn("pool: lease mode elects no leader: "+why+"; a node's own Lease label is no proof of membership (--pool-self-declared-membership accepts it)", "pool", e.p.cfg.PoolName)
+	}
+}
+
+// nodePoolResource is the one NodePool of the pool (OpenYurt's apps.openyurt.io/v1beta2).
+func nodePoolResource(pool string) Resource {
+	return Resource{Group: "apps.openyurt.io", Version: "v1beta2", Resource: "nodepools", FieldSelector: "metadata.name=" + pool}
+}
+
+// nodePoolNodes reads a NodePool's status.nodes (never nil: an empty pool has no candidates).
+func nodePoolNodes(raw []byte) map[string]bool {
+	var np struct {
+		Status struct {
+			Nodes []string `json:"nodes"`
+		} `json:"status"`
+	}
+	out := map[string]bool{}
+	if json.Unmarshal(raw, &np) == nil {
+		for _, n := range np.Status.Nodes {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // release clears this hub's address from its lease when it leads, so the others elect the next

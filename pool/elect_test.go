@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,29 +20,64 @@ func lease(t *testing.T, node, addr string, renew time.Time) *object {
 	return o
 }
 
-// The leader is the smallest fresh member; when the NodePool names the pool's nodes, a node that
-// only labelled its own Lease is not a candidate.
-func TestElectionOnlyAmongNodePoolMembers(t *testing.T) {
-	var members map[string]bool
-	known := false
-	p, err := New(Config{Mode: ModeLease, NodeName: "edge-2", PoolName: "p", Addr: "10.0.0.2:10269",
-		Cloud:   func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") },
-		Members: func() (map[string]bool, bool) { return members, known }})
+func nodePool(t *testing.T, name string, rv int, nodes ...string) *object {
+	t.Helper()
+	q := make([]string, len(nodes))
+	for i, n := range nodes {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	raw := fmt.Sprintf(`{"kind":"NodePool","apiVersion":"apps.openyurt.io/v1beta2","metadata":{"name":%q,"resourceVersion":"%d"},"status":{"nodes":[%s]}}`, name, rv, strings.Join(q, ","))
+	o, err := newObject([]byte(raw), nodePoolResource(name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"})
-	st.replace([]*object{lease(t, "aaa-intruder", "10.9.9.9:10269", now), lease(t, "edge-1", "10.0.0.1:10269", now), lease(t, "edge-2", "10.0.0.2:10269", now)}, 5, "coordination.k8s.io/v1", "Lease")
-	e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}}
+	return o
+}
 
-	e.round(st, now)
-	if p.leader != "aaa-intruder@10.9.9.9:10269" {
-		t.Fatalf("no NodePool known: leader %q, want the smallest labelled lease", p.leader)
+// The leader is the smallest fresh member of the pool's NodePool. Until the NodePool has been
+// read, and without one, nobody leads: a node's own Lease label is no proof of membership —
+// unless the operator accepts self-declared membership.
+func TestElectionOnlyAmongNodePoolMembers(t *testing.T) {
+	for _, selfDeclared := range []bool{false, true} {
+		p, err := New(Config{Mode: ModeLease, NodeName: "edge-2", PoolName: "p", Addr: "10.0.0.2:10269", SelfDeclared: selfDeclared,
+			Cloud: func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"})
+		st.replace([]*object{lease(t, "aaa-intruder", "10.9.9.9:10269", now), lease(t, "edge-1", "10.0.0.1:10269", now), lease(t, "edge-2", "10.0.0.2:10269", now)}, 5, "coordination.k8s.io/v1", "Lease")
+		np := NewStore(nodePoolResource("p"))
+		e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}, nodePool: np}
+
+		want := ""
+		if selfDeclared {
+			want = "aaa-intruder@10.9.9.9:10269"
+		}
+		e.round(st, now)
+		if p.leader != want {
+			t.Fatalf("self-declared %v, NodePool not read yet: leader %q, want %q", selfDeclared, p.leader, want)
+		}
+		np.replace(nil, 6, "apps.openyurt.io/v1beta2", "NodePool") // listed: no such NodePool
+		e.round(st, now)
+		if p.leader != want {
+			t.Fatalf("self-declared %v, no NodePool: leader %q, want %q", selfDeclared, p.leader, want)
+		}
+		np.replace([]*object{nodePool(t, "p", 7, "edge-1", "edge-2")}, 7, "apps.openyurt.io/v1beta2", "NodePool")
+		e.round(st, now)
+		if p.leader != "edge-1@10.0.0.1:10269" || p.leading {
+			t.Fatalf("self-declared %v, with the NodePool's members: leader %q (leading %v), want edge-1", selfDeclared, p.leader, p.leading)
+		}
+		np.replace([]*object{nodePool(t, "p", 8, "edge-2")}, 8, "apps.openyurt.io/v1beta2", "NodePool")
+		e.round(st, now)
+		if p.leader != "edge-2@10.0.0.2:10269" || !p.leading {
+			t.Fatalf("self-declared %v, edge-1 left the pool: leader %q (leading %v), want edge-2", selfDeclared, p.leader, p.leading)
+		}
 	}
-	members, known = map[string]bool{"edge-1": true, "edge-2": true}, true
-	e.round(st, now)
-	if p.leader != "edge-1@10.0.0.1:10269" || p.leading {
-		t.Fatalf("with the NodePool's members: leader %q (leading %v), want edge-1", p.leader, p.leading)
+}
+
+func TestNodePoolResourceURL(t *testing.T) {
+	if u := nodePoolResource("pool a").url("watch=1"); u != "/apis/apps.openyurt.io/v1beta2/nodepools?watch=1&fieldSelector=metadata.name%3Dpool+a" {
+		t.Fatal(u)
 	}
 }

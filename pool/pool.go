@@ -54,10 +54,11 @@ type Config struct {
 	// OnPeerWatch, if set, is told +1 when a follower's watch starts on the pool port and -1 when
 	// it ends.
 	OnPeerWatch func(delta int)
-	// Members, if set, returns the pool's nodes when an authority names them (OpenYurt's NodePool
-	// status.nodes, which yurt-manager writes; ok false when unknown). In lease mode only those
-	// nodes' Leases are candidates: a node's own Lease label is not proof of membership.
-	Members func() (nodes map[string]bool, ok bool)
+	// SelfDeclared, in lease mode, lets the nodes that label their own Lease with the pool be
+	// elected when no NodePool names the pool's nodes (--pool-self-declared-membership). Off, the
+	// election elects nobody until the pool's NodePool (status.nodes, which yurt-manager writes and
+	// a node cannot) has been read, and only among its nodes: any node can label its own Lease.
+	SelfDeclared bool
 	// Online, if set, says whether the cloud is reachable: a leader that cannot reach it stops
 	// serving its followers (they go to the cloud themselves, or to their caches).
 	Online func() bool

@@ -20,9 +20,9 @@ const DefaultResources = "/v1/services,discovery.k8s.io/v1/endpointslices"
 // Resource is one pool-scope resource: group ("" for the core API), version and plural name.
 type Resource struct {
 	Group, Version, Resource string
-	// Namespace and LabelSelector narrow what a store holds (the election's leases); the
-	// pool-scope resources leave them empty: all namespaces, every object.
-	Namespace, LabelSelector string
+	// Namespace and the selectors narrow what a store holds (the election's leases, the pool's
+	// NodePool); the pool-scope resources leave them empty: all namespaces, every object.
+	Namespace, LabelSelector, FieldSelector string
 }
 
 // ParseResources reads --pool-scope-resources: comma-separated group/version/resource, with an
@@ -67,6 +67,12 @@ func (r Resource) url(query string) string {
 			query += "&"
 		}
 		query += "labelSelector=" + url.QueryEscape(r.LabelSelector)
+	}
+	if r.FieldSelector != "" {
+		if query != "" {
+			query += "&"
+		}
+		query += "fieldSelector=" + url.QueryEscape(r.FieldSelector)
 	}
 	if query == "" {
 		return r.Path()

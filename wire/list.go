@@ -38,12 +38,17 @@ type ListSplitter interface {
 // ErrIncompleteList is returned by Close when the body ended before the List did.
 var ErrIncompleteList = errors.New("wire: list body ended early")
 
-// NewListSplitter returns a splitter for a body of the given media type.
+// NewListSplitter returns a splitter for a body of the given media type. An item (or the list's
+// metadata) of more than MaxObjectBytes fails it with ErrTooLarge before more than that is held.
 func NewListSplitter(m MediaType, h ListHandler) ListSplitter {
+	return newListSplitter(m, h, MaxObjectBytes)
+}
+
+func newListSplitter(m MediaType, h ListHandler, limit int) ListSplitter {
 	if m.IsProtobuf() {
-		return &protoList{h: h}
+		return &protoList{h: h, limit: limit}
 	}
-	return &jsonList{h: h}
+	return &jsonList{h: h, limit: limit}
 }
 
 // ---- JSON ----
@@ -52,7 +57,8 @@ func NewListSplitter(m MediaType, h ListHandler) ListSplitter {
 // and nesting, names the top-level keys, captures "kind", "apiVersion" and "metadata", and
 // captures each element of "items".
 type jsonList struct {
-	h ListHandler
+	h     ListHandler
+	limit int // the largest value captured
 
 	depth    int
 	inStr    bool
@@ -99,12 +105,15 @@ func (s *jsonList) Write(p []byte) (int, error) {
 					s.curKey = string(s.key)
 					s.expect = expectColon
 				} else if s.capping && s.capIsStr {
+					if s.err = s.grow(i + 1 - start); s.err != nil {
+						return 0, s.err
+					}
 					s.capture = append(s.capture, p[start:i+1]...)
 					s.finishCapture()
 				}
 			default:
-				if s.inKey {
-					s.key = append(s.key, c)
+				if s.inKey && len(s.key) <= maxKey {
+					s.key = append(s.key, c) // a longer key is none we look for
 				}
 			}
 			continue
@@ -155,6 +164,9 @@ func (s *jsonList) Write(p []byte) (int, error) {
 				s.err = errors.New("wire: unbalanced JSON list")
 				return 0, s.err
 			case s.capping && !s.capIsStr && s.depth == s.capDepth:
+				if s.err = s.grow(i + 1 - start); s.err != nil {
+					return 0, s.err
+				}
 				s.capture = append(s.capture, p[start:i+1]...)
 				s.finishCapture()
 			case s.depth == 1 && s.items:
@@ -172,9 +184,24 @@ func (s *jsonList) Write(p []byte) (int, error) {
 		}
 	}
 	if s.capping {
+		if s.err = s.grow(len(p) - start); s.err != nil {
+			return 0, s.err
+		}
 		s.capture = append(s.capture, p[start:]...)
 	}
 	return len(p), nil
+}
+
+// maxKey is the longest top-level key of a List the splitter names; longer ones are kept short.
+const maxKey = 64
+
+// grow checks that the capture may take n more bytes.
+func (s *jsonList) grow(n int) error {
+	if len(s.capture)+n > s.limit {
+		s.capture = nil
+		return tooLarge("list item", s.limit)
+	}
+	return nil
 }
 
 func (s *jsonList) finishCapture() {
@@ -253,6 +280,7 @@ func quote(s string) string {
 // List message (metadata=1, items=2 repeated), buffering only the field being read.
 type protoList struct {
 	h        ListHandler
+	limit    int // the largest field read whole
 	buf      []byte
 	off      int64 // absolute offset of buf[0]
 	stage    int   // 0 magic, 1 envelope fields, 2 list fields
@@ -342,6 +370,10 @@ func (s *protoList) parse() error {
 			continue
 		case s.stage == 1 && num == 1, s.stage == 2 && (num == 1 || num == 2):
 			// a field we read whole: wait for all of it
+			if l > uint64(s.limit) {
+				s.buf = nil
+				return tooLarge("list item", s.limit)
+			}
 			if uint64(len(s.buf)-hdr) < l {
 				return nil
 			}

@@ -114,6 +114,9 @@ func TestListSplitterEmptyAndTruncated(t *testing.T) {
 func FuzzJSONListSplitter(f *testing.F) {
 	js, _ := encoders(f)
 	f.Add(encode(f, js, podList(2)), 5)
+	for _, b := range realSeeds(f, "*list.json") {
+		f.Add(b, 7)
+	}
 	f.Add([]byte(`{"kind":"XList","items":[{"a":"}"},{"b":[1,{"c":"\""}]}]}`), 3)
 	f.Fuzz(func(t *testing.T, body []byte, chunk int) {
 		if chunk <= 0 {
@@ -145,6 +148,9 @@ func FuzzJSONListSplitter(f *testing.F) {
 func FuzzProtoListSplitter(f *testing.F) {
 	_, pb := encoders(f)
 	f.Add(encode(f, pb, podList(2)), 5)
+	for _, b := range realSeeds(f, "*list.pb") {
+		f.Add(b, 7)
+	}
 	f.Fuzz(func(t *testing.T, body []byte, chunk int) {
 		if chunk <= 0 {
 			chunk = 1

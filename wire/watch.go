@@ -32,21 +32,23 @@ type WatchSplitter interface {
 	Write(p []byte) (int, error)
 }
 
-// maxFrame bounds one protobuf watch frame (the apiserver's own limit on objects is 1.5 MiB;
-// a CRD object may be larger, so leave room).
-const maxFrame = 64 << 20
-
 // NewWatchSplitter returns a splitter for a watch stream of the given media type (newline-separated
-// JSON objects, or 4-byte big-endian length-prefixed protobuf frames).
+// JSON objects, or 4-byte big-endian length-prefixed protobuf frames). A frame of more than
+// MaxObjectBytes fails it with ErrTooLarge before more than that is held.
 func NewWatchSplitter(m MediaType, fn func(WatchEvent) error) WatchSplitter {
+	return newWatchSplitter(m, fn, MaxObjectBytes)
+}
+
+func newWatchSplitter(m MediaType, fn func(WatchEvent) error, limit int) WatchSplitter {
 	if m.IsProtobuf() {
-		return &protoWatch{fn: fn}
+		return &protoWatch{fn: fn, limit: limit}
 	}
-	return &jsonWatch{fn: fn}
+	return &jsonWatch{fn: fn, limit: limit}
 }
 
 type jsonWatch struct {
 	fn    func(WatchEvent) error
+	limit int
 	depth int
 	inStr bool
 	esc   bool
@@ -89,6 +91,11 @@ func (s *jsonWatch) Write(p []byte) (int, error) {
 				return 0, s.err
 			}
 			if s.depth == 0 {
+				if len(s.cur)+i+1-start > s.limit {
+					s.err = tooLarge("watch frame", s.limit)
+					s.cur = nil
+					return 0, s.err
+				}
 				s.cur = append(s.cur, p[start:i+1]...)
 				start = -1
 				if s.err = s.event(append(s.cur, '\n')); s.err != nil {
@@ -98,6 +105,11 @@ func (s *jsonWatch) Write(p []byte) (int, error) {
 		}
 	}
 	if start >= 0 {
+		if len(s.cur)+len(p)-start > s.limit {
+			s.err = tooLarge("watch frame", s.limit)
+			s.cur = nil
+			return 0, s.err
+		}
 		s.cur = append(s.cur, p[start:]...)
 	}
 	return len(p), nil
@@ -117,9 +129,10 @@ func (s *jsonWatch) event(frame []byte) error {
 }
 
 type protoWatch struct {
-	fn  func(WatchEvent) error
-	buf []byte
-	err error
+	fn    func(WatchEvent) error
+	limit int
+	buf   []byte
+	err   error
 }
 
 func (s *protoWatch) Write(p []byte) (int, error) {
@@ -129,8 +142,9 @@ func (s *protoWatch) Write(p []byte) (int, error) {
 	s.buf = append(s.buf, p...)
 	for len(s.buf) >= 4 {
 		n := binary.BigEndian.Uint32(s.buf)
-		if n > maxFrame {
-			s.err = fmt.Errorf("wire: watch frame of %d bytes", n)
+		if uint64(n) > uint64(s.limit) {
+			s.err = fmt.Errorf("%w (%d bytes announced)", tooLarge("watch frame", s.limit), n)
+			s.buf = nil
 			return 0, s.err
 		}
 		if uint32(len(s.buf)-4) < n {

@@ -61,6 +61,12 @@ func TestProtoWatchFrameMatchesApimachinery(t *testing.T) {
 func FuzzWatchSplitters(f *testing.F) {
 	f.Add([]byte(`{"type":"ADDED","object":{"a":"}"}}`+"\n"+`{"type":"DELETED","object":{}}`), true)
 	f.Add(EncodeProtoWatchEvent(WatchEvent{Type: "ADDED", Object: []byte("k8s\x00x")}), false)
+	for _, b := range realSeeds(f, "*watch.json") {
+		f.Add(b, true)
+	}
+	for _, b := range realSeeds(f, "*watch.pb") {
+		f.Add(b, false)
+	}
 	f.Fuzz(func(t *testing.T, stream []byte, isJSON bool) {
 		m := MediaType{Type: MediaProtobuf}
 		if isJSON {

@@ -73,7 +73,8 @@ type clusterInfo struct {
 // FetchCA reads kube-public/cluster-info from server (https://host:port) anonymously, checks
 // the JWS signature the bootstrap signer made for the token (proof that the server knows the
 // token's secret), checks the CA against the pins, then reads cluster-info again over a
-// connection verified with that CA and checks it is the same. It returns the CA PEM.
+// connection verified with that CA and checks it is the same. It returns the CA PEM: of a bundle,
+// only the certificates a pin matches (all of them with SkipCAVerification).
 func (d Discovery) FetchCA(ctx context.Context, server string) ([]byte, error) {
 	id, secret, err := ParseToken(d.Token)
 	if err != nil {
@@ -99,7 +100,6 @@ func (d Discovery) FetchCA(ctx context.Context, server string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
 	var certs []*x509.Certificate
 	for rest := caPEM; ; {
 		var b *pem.Block
@@ -114,20 +114,13 @@ func (d Discovery) FetchCA(ctx context.Context, server string) ([]byte, error) {
 			return nil, fmt.Errorf("certs: cluster-info CA: %w", err)
 		}
 		certs = append(certs, c)
-		pool.AddCert(c)
 	}
 	if len(certs) == 0 {
 		return nil, errors.New("certs: cluster-info kubeconfig has no CA certificate")
 	}
 	if !d.SkipCAVerification {
-		matched := false
-		for _, c := range certs {
-			got := strings.TrimPrefix(CAHash(c), "sha256:")
-			for _, want := range d.CAHashes {
-				matched = matched || subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-			}
-		}
-		if !matched {
+		kept := pinned(certs, d.CAHashes)
+		if len(kept) == 0 {
 			have := make([]string, len(certs))
 			for i, c := range certs {
 				have[i] = CAHash(c)
@@ -137,6 +130,18 @@ func (d Discovery) FetchCA(ctx context.Context, server string) ([]byte, error) {
 			}
 			return nil, fmt.Errorf("%w: the cloud's CA is %s", ErrCAHash, strings.Join(have, ", "))
 		}
+		// Only what a pin vouches for is trusted: a bundle that holds one pinned CA does not
+		// bring in the others with it.
+		if len(kept) < len(certs) {
+			certs, caPEM = kept, nil
+			for _, c := range kept {
+				caPEM = append(caPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+			}
+		}
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
 	}
 	again, err := d.get(ctx, server, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	if err != nil {
@@ -146,6 +151,22 @@ func (d Discovery) FetchCA(ctx context.Context, server string) ([]byte, error) {
 		return nil, errors.New("certs: cluster-info changed between the unverified and the verified read")
 	}
 	return caPEM, nil
+}
+
+// pinned returns the certificates whose public key matches one of the pins.
+func pinned(certs []*x509.Certificate, pins []string) []*x509.Certificate {
+	var kept []*x509.Certificate
+	for _, c := range certs {
+		got := strings.TrimPrefix(CAHash(c), "sha256:")
+		match := false
+		for _, want := range pins {
+			match = match || subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+		}
+		if match {
+			kept = append(kept, c)
+		}
+	}
+	return kept
 }
 
 func (d Discovery) get(ctx context.Context, server string, tlsCfg *tls.Config) (*clusterInfo, error) {

@@ -56,6 +56,11 @@ func LoadKubeconfig(path string) (*Kubeconfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certs: kubeconfig: %w", err)
 	}
+	return parseKubeconfig(data, path, os.ReadFile)
+}
+
+// parseKubeconfig reads a kubeconfig's bytes; readFile reads the files it names.
+func parseKubeconfig(data []byte, path string, readFile func(string) ([]byte, error)) (*Kubeconfig, error) {
 	js, err := yamlToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("certs: kubeconfig %s: %w", path, err)
@@ -90,7 +95,7 @@ func LoadKubeconfig(path string) (*Kubeconfig, error) {
 				return nil, fmt.Errorf("certs: kubeconfig %s: certificate-authority-data: %w", path, err)
 			}
 		case c.Cluster.CA != "":
-			if kc.CA, err = os.ReadFile(abs(c.Cluster.CA)); err != nil {
+			if kc.CA, err = readFile(abs(c.Cluster.CA)); err != nil {
 				return nil, fmt.Errorf("certs: kubeconfig %s: %w", path, err)
 			}
 		}

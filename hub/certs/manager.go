@@ -52,6 +52,8 @@ type Manager struct {
 	cert atomic.Pointer[tls.Certificate]
 	gen  atomic.Uint64
 	got  time.Time // when cert was obtained; Run's alone
+	// unstored, when set, writes the certificate in use, whose store failed; Run's alone.
+	unstored unstored
 	// storedPins are the pins of the CA an earlier bootstrap verified (ca.crt in Dir): a new
 	// bootstrap trusts that CA without --discovery-token-ca-cert-hash.
 	storedPins []string
@@ -160,6 +162,16 @@ func (m *Manager) Run(ctx context.Context) error {
 				m.setErr(err)
 				return err
 			}
+		case m.unstored != nil:
+			at := renewAt(m.got, c.Leaf.NotBefore, c.Leaf.NotAfter, 0)
+			stored, ok := m.unstored.retry(ctx, m.log, "client certificate", at)
+			if !ok {
+				return nil
+			}
+			if stored {
+				m.unstored = nil
+			}
+			continue
 		default:
 			at := renewAt(m.got, c.Leaf.NotBefore, c.Leaf.NotAfter, rand.Float64())
 			m.log.Info("certs: client certificate valid", "notAfter", c.Leaf.NotAfter.UTC().Format(time.RFC3339), "renewAt", at.UTC().Format(time.RFC3339))
@@ -323,20 +335,36 @@ func (m *Manager) issue(ctx context.Context, srv string, caPEM []byte, pool *x50
 	if err != nil {
 		return err
 	}
+	m.adopt(pair, caPEM, pool, pemData)
+	return nil
+}
+
+// adopt starts using an issued certificate (and the CA it was verified with, when given), then
+// stores both; a failed store keeps the certificate in use and leaves the write to Run to retry.
+func (m *Manager) adopt(pair *tls.Certificate, caPEM []byte, pool *x509.CertPool, pemData []byte) {
 	if caPEM != nil {
-		if err := atomicfile.Write(filepath.Join(m.cfg.Dir, CAName), caPEM, 0o644); err != nil {
-			return fmt.Errorf("certs: store CA: %w", err)
-		}
 		m.pool.Store(pool)
 		m.storedPins = pinsOf(caPEM)
-	}
-	if err := atomicfile.Write(filepath.Join(m.cfg.Dir, ClientPEMName), pemData, 0o600); err != nil {
-		return fmt.Errorf("certs: store client certificate: %w", err)
 	}
 	m.setCert(pair, time.Now())
 	m.setErr(nil)
 	m.log.Info("certs: client certificate issued", "subject", pair.Leaf.Subject.String(), "notAfter", pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
-	return nil
+	store := unstored(func() error {
+		if caPEM != nil {
+			if err := atomicfile.Write(filepath.Join(m.cfg.Dir, CAName), caPEM, 0o644); err != nil {
+				return fmt.Errorf("certs: store CA: %w", err)
+			}
+		}
+		if err := atomicfile.Write(filepath.Join(m.cfg.Dir, ClientPEMName), pemData, 0o600); err != nil {
+			return fmt.Errorf("certs: store client certificate: %w", err)
+		}
+		return nil
+	})
+	m.unstored = nil
+	if err := store(); err != nil {
+		m.log.Warn("certs: issued client certificate not stored; used from memory, the write is retried", "err", err)
+		m.unstored = store
+	}
 }
 
 // pinsOf returns the pins (hex, as ParseCAHash gives them) of the certificates in a PEM bundle.

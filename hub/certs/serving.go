@@ -46,6 +46,8 @@ type Serving struct {
 	log  *slog.Logger
 	cert atomic.Pointer[tls.Certificate]
 	got  time.Time // when cert was obtained; Run's alone
+	// unstored, when set, writes the certificate in use, whose store failed; Run's alone.
+	unstored unstored
 }
 
 // NewServing loads the certificate Dir already holds.
@@ -83,6 +85,16 @@ func (s *Serving) Run(ctx context.Context) {
 		if !s.credsReady() {
 			if !sleep(ctx, time.Second, nil) {
 				return
+			}
+			continue
+		}
+		if c := s.cert.Load(); s.unstored != nil && c != nil {
+			stored, ok := s.unstored.retry(ctx, s.log, "serving certificate", renewAt(s.got, c.Leaf.NotBefore, c.Leaf.NotAfter, 0))
+			if !ok {
+				return
+			}
+			if stored {
+				s.unstored = nil
 			}
 			continue
 		}
@@ -187,12 +199,22 @@ func (s *Serving) issue(ctx context.Context, ips []net.IP, dns []string) error {
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.Write(filepath.Join(s.cfg.Dir, ServingPEMName), pemData, 0o600); err != nil {
-			return fmt.Errorf("certs: store serving certificate: %w", err)
-		}
 		s.cert.Store(pair)
 		s.got = time.Now()
 		s.log.Info("certs: serving certificate issued", "notAfter", pair.Leaf.NotAfter.UTC().Format(time.RFC3339), "ips", ips, "dns", dns)
+		// A failed store keeps the certificate in use (the secure port serves it from memory; the
+		// pool port, which reads the file, waits for the retried write).
+		s.unstored = func() error {
+			if err := atomicfile.Write(filepath.Join(s.cfg.Dir, ServingPEMName), pemData, 0o600); err != nil {
+				return fmt.Errorf("certs: store serving certificate: %w", err)
+			}
+			return nil
+		}
+		if err := s.unstored(); err != nil {
+			s.log.Warn("certs: issued serving certificate not stored; used from memory, the write is retried", "err", err)
+		} else {
+			s.unstored = nil
+		}
 		return nil
 	}
 	return errors.Join(errs...)

@@ -74,7 +74,8 @@ func (e *Edge) PoolArgs(mode string, port int) []string {
 	case "none":
 		args = append(args, "--pool-scope-resources=")
 	case "lease":
-		args = append(args, "--pool-mode=lease", "--pool-bind-address="+e.IP.String(), "--pool-port="+strconv.Itoa(port))
+		// No NodePool here: the test pool's nodes are trusted to declare themselves.
+		args = append(args, "--pool-mode=lease", "--pool-self-declared-membership", "--pool-bind-address="+e.IP.String(), "--pool-port="+strconv.Itoa(port))
 	}
 	return args
 }

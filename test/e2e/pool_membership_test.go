@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodehub/e2e/harness"
+)
+
+// Lease mode elects nobody until the pool's NodePool names its nodes: a hub that labelled its own
+// Lease with the pool (any node can) does not lead while no NodePool exists, nor while the
+// NodePool names other nodes; it leads once the NodePool (written by yurt-manager, never by a
+// node) lists it.
+func TestPoolLeaseModeElectsOnlyNodePoolMembers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bindNodes(t, "e2e-pool-election", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}})
+	const pool = "pool-members"
+	h := startHub(t, "--nodepool-name="+pool, "--pool-mode=lease", "--pool-bind-address=127.0.0.1",
+		"--pool-port="+strconv.Itoa(harness.FreePort()), "--pool-leader-timeout=1s")
+	role := func() string {
+		for _, r := range []string{"leader", "follower", "none"} {
+			if v, _ := h.Metric(`nodehub_pool_role{role="` + r + `"}`); v == 1 {
+				return r
+			}
+		}
+		return "?"
+	}
+	never := func(d time.Duration, what string) {
+		t.Helper()
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if r := role(); r == "leader" || r == "follower" {
+				t.Fatalf("%s: role %s", what, r)
+			}
+		}
+	}
+	// The hub's own lease carries the pool's label: without a NodePool it is no proof.
+	eventually(t, 20*time.Second, "the hub's lease labelled with the pool", func() error {
+		l, err := cluster.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, harness.NodeName, metav1.GetOptions{})
+		if err != nil || l.Labels["nodehub.io/pool"] != pool {
+			return fmt.Errorf("lease %v: %v", l.GetLabels(), err)
+		}
+		return nil
+	})
+	never(6*time.Second, "no NodePool")
+	if !strings.Contains(h.Log(), "lease mode elects no leader") {
+		t.Fatal("the refusal is not logged")
+	}
+	makeNodePool(t, ctx, pool)
+	setNodes := func(nodes string) {
+		status := `{"status":{"nodes":[` + nodes + `]}}`
+		if err := cluster.Admin.RESTClient().Patch(types.MergePatchType).AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools/" + pool + "/status").Body([]byte(status)).Do(ctx).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setNodes(`"edge-9"`)
+	never(6*time.Second, "a NodePool naming other nodes")
+	setNodes(`"edge-9","` + harness.NodeName + `"`)
+	eventually(t, 60*time.Second, "the hub leads once the NodePool names it", func() error {
+		if r := role(); r != "leader" {
+			return fmt.Errorf("role %s", r)
+		}
+		return nil
+	})
+}
