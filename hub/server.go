@@ -125,7 +125,7 @@ type DummyIf struct {
 
 // ExtraHosts are the addresses, besides the configured bind addresses, the proxy ports listen on:
 // the dummy link's IP when enabled. Requests arriving there never get the node's identity (see
-// loopbackOrToken); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
+// serveProxy's accept step); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
 func (c Config) ExtraHosts() []string {
 	if c.DummyIf.Enabled && c.DummyIf.IP != nil {
 		return []string{c.DummyIf.IP.String()}
@@ -264,8 +264,7 @@ func (s *Server) Run(ctx context.Context) error {
 		freebind   bool        // the address may not be on the node yet (the dummy link comes later)
 		tls        *tls.Config // served over TLS (the pool port), without the connection limits
 	}
-	// Only a request that arrived on a loopback address may get the node's identity.
-	proxyHandler := s.loopbackOrToken(http.HandlerFunc(s.serveProxy))
+	proxyHandler := http.HandlerFunc(s.serveProxy)
 	servers := []server{
 		{name: "proxy", addr: s.cfg.ProxyAddr, h: proxyHandler},
 		{name: "hub", addr: s.cfg.HubAddr, h: s.hubMux()},

@@ -47,19 +47,6 @@ type Route struct {
 	OnSlow        func() bool
 }
 
-type routeKey struct{}
-
-// WithRoute returns a context whose requests the Balancer sends as r says.
-func WithRoute(ctx context.Context, r Route) context.Context {
-	return context.WithValue(ctx, routeKey{}, r)
-}
-
-// RouteOf returns the route recorded by WithRoute (Passthrough, not a stream, when none).
-func RouteOf(ctx context.Context) Route {
-	r, _ := ctx.Value(routeKey{}).(Route)
-	return r
-}
-
 // Rotating is implemented by wire.Credentials whose client certificate changes: when Generation
 // changes, the node's connections are replaced (new requests dial with the new certificate; the
 // old connections end once idle), so a renewed certificate is used at once and an old one is
