@@ -41,6 +41,8 @@ const (
 	podWeb  = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"default","uid":"u1","resourceVersion":"5"},"spec":{"nodeName":"node-a"}}`
 	podList = `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[` + podWeb + `]}`
 	kubelet = "kubelet/v1.30.0 (linux/amd64) kubernetes/abcdef"
+	tokenAsk    = `{"kind":"TokenRequest","apiVersion":"authentication.k8s.io/v1","spec":{"audiences":["api"],"expirationSeconds":3600}}`
+	tokenAnswer = `{"kind":"TokenRequest","apiVersion":"authentication.k8s.io/v1","metadata":{"name":"app","namespace":"default"},"spec":{"audiences":["api"],"expirationSeconds":3600},"status":{"token":"the-issued-token","expirationTimestamp":"2099-01-01T00:00:00Z"}}`
 	svcKube = `{"kind":"Service","apiVersion":"v1","metadata":{"name":"kubernetes","namespace":"default","uid":"u2","resourceVersion":"3"},"spec":{"clusterIP":"10.96.0.1","clusterIPs":["10.96.0.1"],"ports":[{"name":"https","protocol":"TCP","port":443,"targetPort":6443}]}}`
 )
 
@@ -95,6 +97,9 @@ func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = io.WriteString(w, podWeb)
+	case r.URL.Path == "/api/v1/namespaces/default/serviceaccounts/app/token" && r.Method == http.MethodPost:
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, tokenAnswer)
 	case r.URL.Path == "/api/v1/namespaces/default/services/kubernetes":
 		_, _ = io.WriteString(w, svcKube)
 	case r.URL.Path == "/api/v1/namespaces/default/pods/web" && r.Method == http.MethodGet:
@@ -527,5 +532,58 @@ func TestProxyNonAPIServerErrorFallsBackToTheCache(t *testing.T) {
 	f.cloud.mu.Unlock()
 	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusBadGateway {
 		t.Fatalf("the apiserver's own 502 Status: %d %s, want it passed through", a.code, a.body)
+	}
+}
+
+// Before the first heartbeat's verdict, a read the cache can answer is answered from it (after
+// the short cold-start wait) rather than waiting on a link that may be dead.
+func TestProxyColdReadFromTheCache(t *testing.T) {
+	f := newProxyFixture(t, nil)
+	f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", "")
+	if err := f.hub.cache.Writer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.cloud.took()
+	f.hub.state.set(remote.Unknown)
+	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusOK || !strings.Contains(a.body, `"name":"web"`) {
+		t.Fatalf("cold read: %d %s", a.code, a.body)
+	}
+	if got := f.cloud.took(); len(got) != 0 {
+		t.Fatalf("a cold read the cache answers went to the cloud: %v", paths(got))
+	}
+	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/gone", kubelet, "", ""); a.code != http.StatusNotFound || len(f.cloud.took()) != 1 {
+		t.Fatalf("a cold read the cache cannot answer: %d, want the cloud's answer", a.code)
+	}
+}
+
+// kubelet's token request passes through online and its answer is kept: offline, the same
+// request gets the same token.
+func TestProxyKeepsTokensForOffline(t *testing.T) {
+	f := newProxyFixture(t, nil)
+	const path = "/api/v1/namespaces/default/serviceaccounts/app/token"
+	if a := f.do(t, http.MethodPost, path, kubelet, "", tokenAsk); a.code != http.StatusCreated || a.body != tokenAnswer {
+		t.Fatalf("online token request: %d %s, want the cloud's answer as it is", a.code, a.body)
+	}
+	f.offline(t)
+	if a := f.do(t, http.MethodPost, path, kubelet, "", tokenAsk); a.code != http.StatusCreated || !strings.Contains(a.body, `"token":"the-issued-token"`) {
+		t.Fatalf("offline token request: %d %s, want the kept token", a.code, a.body)
+	}
+}
+
+// A write the offline proxy answers (an event) that the cloud leaves unanswered, with no server
+// healthy, gets the offline answer rather than a 503.
+func TestProxyUnansweredWriteGetsTheOfflineAnswer(t *testing.T) {
+	f := newProxyFixture(t, nil)
+	f.cloud.srv.CloseClientConnections()
+	f.cloud.srv.Close()
+	if f.hub.balancer.Healthy() {
+		t.Skip("no heartbeat ran, yet a server counts healthy")
+	}
+	ev := `{"kind":"Event","apiVersion":"v1","metadata":{"name":"e1","namespace":"default"},"reason":"Started"}`
+	if a := f.do(t, http.MethodPost, "/api/v1/namespaces/default/events", kubelet, "", ev); a.code != http.StatusCreated || !strings.Contains(a.body, `"name":"e1"`) {
+		t.Fatalf("event the cloud did not answer: %d %s, want the offline answer", a.code, a.body)
+	}
+	if a := f.do(t, http.MethodPost, "/api/v1/namespaces/default/configmaps", kubelet, "", `{"metadata":{"name":"c"}}`); a.code != http.StatusServiceUnavailable {
+		t.Fatalf("a write the offline proxy does not answer: %d %s, want 503", a.code, a.body)
 	}
 }
