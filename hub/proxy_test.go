@@ -38,12 +38,12 @@ func filterConfig() filter.Config {
 // identity_test) check the same paths against the real kube-apiserver.
 
 const (
-	podWeb  = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"default","uid":"u1","resourceVersion":"5"},"spec":{"nodeName":"node-a"}}`
-	podList = `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[` + podWeb + `]}`
-	kubelet = "kubelet/v1.30.0 (linux/amd64) kubernetes/abcdef"
+	podWeb      = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"default","uid":"u1","resourceVersion":"5"},"spec":{"nodeName":"node-a"}}`
+	podList     = `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[` + podWeb + `]}`
+	kubelet     = "kubelet/v1.30.0 (linux/amd64) kubernetes/abcdef"
 	tokenAsk    = `{"kind":"TokenRequest","apiVersion":"authentication.k8s.io/v1","spec":{"audiences":["api"],"expirationSeconds":3600}}`
 	tokenAnswer = `{"kind":"TokenRequest","apiVersion":"authentication.k8s.io/v1","metadata":{"name":"app","namespace":"default"},"spec":{"audiences":["api"],"expirationSeconds":3600},"status":{"token":"the-issued-token","expirationTimestamp":"2099-01-01T00:00:00Z"}}`
-	svcKube = `{"kind":"Service","apiVersion":"v1","metadata":{"name":"kubernetes","namespace":"default","uid":"u2","resourceVersion":"3"},"spec":{"clusterIP":"10.96.0.1","clusterIPs":["10.96.0.1"],"ports":[{"name":"https","protocol":"TCP","port":443,"targetPort":6443}]}}`
+	svcKube     = `{"kind":"Service","apiVersion":"v1","metadata":{"name":"kubernetes","namespace":"default","uid":"u2","resourceVersion":"3"},"spec":{"clusterIP":"10.96.0.1","clusterIPs":["10.96.0.1"],"ports":[{"name":"https","protocol":"TCP","port":443,"targetPort":6443}]}}`
 )
 
 // seen is one request as the fake cloud received it.
