@@ -124,13 +124,14 @@ func (s *Server) respond(resp *http.Response) error {
 
 // learn returns the owner a cloud answer is cached for: the request's own (q.local.Own), or, when
 // the cloud accepted a ServiceAccount's token, that ServiceAccount's, which the token reads and
-// writes from now on.
+// writes from now on (hub/identity).
 func (s *Server) learn(q *proxyRequest, resp *http.Response) string {
-	if q.cred.sa == "" || resp.StatusCode/100 != 2 {
-		return q.local.Own
+	if resp.StatusCode/100 == 2 {
+		if own := s.ids.Accepted(ownerComponent(q.ri), q.cred); own != "" {
+			return own
+		}
 	}
-	s.ids.learn(q.cred.hash, q.cred.sa)
-	return ownerComponent(q.ri) + "@" + q.cred.sa
+	return q.local.Own
 }
 
 // fallback answers a forwarded request that got no answer from the cloud (ErrorHandler): 408 when

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"nodehub/filter"
+	"nodehub/hub/identity"
 	"nodehub/hub/local"
 	"nodehub/hub/remote"
 	"nodehub/wire"
@@ -151,24 +152,15 @@ func identityOf(r *http.Request, trusted bool) remote.Identity {
 }
 
 // cacheOwner names whose cache a request reads and its response goes to: the component for
-// requests made with the node's identity; for requests that brought their own credential,
-// component@<hash of its ServiceAccount> once the cloud accepted the token, else
-// component@<hash of the credential> (see identity.go), so nothing cached for one identity is
-// read back for another.
-func (s *Server) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, credential) {
+// requests made with the node's identity; for requests that brought their own credential, one of
+// that credential's (identity.Table.Owner), so nothing cached for one identity is read back for
+// another.
+func (s *Server) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, identity.Credential) {
 	comp := ownerComponent(ri)
 	if id == remote.Node {
-		return comp, credential{}
+		return comp, identity.Credential{}
 	}
-	auth := r.Header.Get("Authorization")
-	if auth == "" {
-		return comp + "@anonymous", credential{}
-	}
-	c := credentialOf(auth)
-	if sa := s.ids.owner(c.hash); sa != "" && sa == c.sa {
-		return comp + "@" + sa, c
-	}
-	return comp + "@" + c.hash, c
+	return s.ids.Owner(comp, r.Header.Get("Authorization"))
 }
 
 // ownerComponent is the component part of a cache owner's name. "@" separates a component from a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"nodehub/filter"
+	"nodehub/hub/identity"
 	"nodehub/hub/local"
 	"nodehub/hub/remote"
 	"nodehub/pool"
@@ -32,9 +33,9 @@ type proxyRequest struct {
 	body *timedBody // the request body under its deadline, nil without one
 
 	// identify
-	id    remote.Identity // forwarded with the node's identity, or its own credential
-	cred  credential      // the request's own credential (zero for the node's identity)
-	local *local.Request  // the offline proxy's view: whose cache it reads and fills; nil without a cache
+	id    remote.Identity     // forwarded with the node's identity, or its own credential
+	cred  identity.Credential // the request's own credential (zero for the node's identity)
+	local *local.Request      // the offline proxy's view: whose cache it reads and fills; nil without a cache
 
 	// route
 	store *pool.Store // the shared store that answers it (routePool)

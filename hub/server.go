@@ -18,6 +18,7 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/dummyif"
+	"nodehub/hub/identity"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
 	"nodehub/hub/nodelease"
@@ -149,8 +150,8 @@ type Server struct {
 	// Short requests being served, for MaxInFlight: the node's own clients' and everyone else's.
 	inflightNode, inflightOthers atomic.Int64
 	topo                         *topology.Source
-	ids                          *identities   // tokens the cloud accepted, by ServiceAccount
-	dummy                        *dummyif.Link // nil without --enable-dummy-if
+	ids                          *identity.Table // tokens the cloud accepted, by ServiceAccount
+	dummy                        *dummyif.Link   // nil without --enable-dummy-if
 	ota                          *ota.Handler
 	pool                         *pool.Pool // nil when pool sharing is off
 	pm                           *poolMetrics
@@ -173,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
-	s.ids = newIdentities(cfg.RootDir, cfg.Log)
+	s.ids = identity.Open(cfg.RootDir, cfg.Log)
 	var err error
 	if s.tokens, err = openTokens(cfg); err != nil {
 		return nil, err
@@ -225,7 +226,7 @@ func New(cfg Config) (*Server, error) {
 		policy.Shared = sharedResources(cfg.Pool.Resources)
 		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.vouch, Log: cfg.Log,
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.ids.Vouch, Log: cfg.Log,
 			KubeletNode: func(raw []byte) []byte {
 				out, c := s.auto.apply(raw)
 				s.auto.seen(c)
@@ -323,7 +324,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.state.begin(time.Now())
 	go s.checker.Run(ctx, s.balancer.Backends)
-	go s.ids.run(ctx)
+	go s.ids.Run(ctx)
 	go s.tokens.Run(ctx)
 	if s.filters.Uses("servicetopology") {
 		go s.topo.Run(ctx)
@@ -360,7 +361,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, hs := range httpServers {
 		_ = hs.Shutdown(shutdownCtx)
 	}
-	s.ids.save()
+	s.ids.Save()
 	if err := s.tokens.SaveAll(); err != nil {
 		s.log.Warn("tokens: save at stop", "err", err)
 	}

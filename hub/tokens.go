@@ -68,14 +68,5 @@ func (s *Server) recordToken(q *proxyRequest, resp *http.Response) {
 		return
 	}
 	s.tokens.Put(tokens.KeyOf(q.caller, q.ri.Namespace, q.ri.Name, req), e)
-	s.vouch(e.Token)
-}
-
-// vouch records that the cloud issued token: a request that brings it reads and writes its
-// ServiceAccount's cache (identity.go) from the start, and again after the hub handed it out
-// offline (after a reboot, the identity table may have dropped a token issued long before).
-func (s *Server) vouch(token string) {
-	if c := credentialOf("Bearer " + token); c.sa != "" {
-		s.ids.learn(c.hash, c.sa)
-	}
+	s.ids.Vouch(e.Token)
 }
