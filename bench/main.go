@@ -18,7 +18,7 @@ import (
 
 type options struct {
 	rounds, pods, objects, services int
-	poolServices                    int
+	poolServices, kubeletPods       int
 	churn, profile, poolChurn       time.Duration
 	limits                          string
 	sizes                           bool
@@ -39,7 +39,8 @@ func main() {
 	flag.DurationVar(&o.poolChurn, "pool-churn", 30*time.Second, "how long the pool benchmark's 10 slice updates/s run, per mode")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
-	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, health, cache, profile, pool, tokens, hostile or brokencloud")
+	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
+	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud or kubelet")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -157,6 +158,11 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "brokencloud" {
 		if err := benchBrokenCloud(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "kubelet" {
+		if err := benchKubelet(e, o); err != nil {
 			return err
 		}
 	}
