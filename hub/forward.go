@@ -93,7 +93,7 @@ var errNotAPI = errors.New("nodehub: the cloud answered with a 5xx that is not a
 // respond is step 6 on the cloud's answer (ReverseProxy.ModifyResponse), before any byte of it
 // reaches the client, in this order: a read's 5xx that is not the apiserver's own goes to
 // fallback; the bytes are counted; a token request's answer is kept (tokens.go); the filters
-// rewrite it (filter.go); kubelet's GET of its node gets the autonomy condition (autonomy.go);
+// rewrite it (filter.go); kubelet's GET of its node gets the Autonomy condition (hub/autonomy);
 // a token the cloud accepted is learnt as its ServiceAccount's (identity.go); the answer is teed
 // into its owner's cache (keep.go).
 func (s *Server) respond(resp *http.Response) error {
@@ -113,7 +113,7 @@ func (s *Server) respond(resp *http.Response) error {
 		s.filter(q.chain, ri, resp)
 	}
 	if s.auto != nil && q.local != nil && q.local.Shared && s.isOwnNodeGet(ri) {
-		s.autonomyResponse(resp) // before the cache: it keeps what kubelet received
+		s.auto.Response(resp) // before the cache: it keeps what kubelet received
 	}
 	if q.local == nil {
 		return nil // no cache

@@ -17,6 +17,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
+	"nodehub/hub/autonomy"
 	"nodehub/hub/dummyif"
 	"nodehub/hub/identity"
 	"nodehub/hub/local"
@@ -156,8 +157,8 @@ type Server struct {
 	pool                         *pool.Pool // nil when pool sharing is off
 	pm                           *poolMetrics
 
-	tokens *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
-	auto   *autonomy     // the node's Autonomy condition; nil without a cache
+	tokens *tokens.Store       // ServiceAccount tokens the cloud issued, for offline token requests
+	auto   *autonomy.Condition // the node's Autonomy condition; nil without a cache
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -217,21 +218,17 @@ func New(cfg Config) (*Server, error) {
 		w.MaxBytes = cfg.CacheMaxBytes
 		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log, filesWritten: func() int64 { return store.Stats().FilesWritten }}
+		s.auto = &autonomy.Condition{Write: s.writeAutonomy, Online: s.state.Online, Log: cfg.Log, FilesWritten: func() int64 { return store.Stats().FilesWritten }}
 		w.OnError = func(r cache.Resource, err error) {
 			s.metrics.cacheErrors.Inc(r.Resource)
-			s.auto.cacheError(err)
+			s.auto.CacheError(err)
 		}
 		policy := cfg.CachePolicy
 		policy.Shared = sharedResources(cfg.Pool.Resources)
 		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
 		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.ids.Vouch, Log: cfg.Log,
-			KubeletNode: func(raw []byte) []byte {
-				out, c := s.auto.apply(raw)
-				s.auto.seen(c)
-				return out
-			}}
+			KubeletNode: s.auto.Node}
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	cfg.Filters.Topology = s.topo
