@@ -25,6 +25,8 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/remote"
+	"nodehub/pool"
+	"nodehub/wire"
 )
 
 func filterConfig() filter.Config {
@@ -100,6 +102,12 @@ func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/api/v1/namespaces/default/serviceaccounts/app/token" && r.Method == http.MethodPost:
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, tokenAnswer)
+	case r.URL.Path == "/api/v1/services" && r.URL.Query().Get("watch") != "":
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	case r.URL.Path == "/api/v1/services":
+		_, _ = io.WriteString(w, `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"4"},"items":[`+svcKube+`]}`)
 	case r.URL.Path == "/api/v1/namespaces/default/services/kubernetes":
 		_, _ = io.WriteString(w, svcKube)
 	case r.URL.Path == "/api/v1/namespaces/default/pods/web" && r.Method == http.MethodGet:
@@ -585,5 +593,35 @@ func TestProxyUnansweredWriteGetsTheOfflineAnswer(t *testing.T) {
 	}
 	if a := f.do(t, http.MethodPost, "/api/v1/namespaces/default/configmaps", kubelet, "", `{"metadata":{"name":"c"}}`); a.code != http.StatusServiceUnavailable {
 		t.Fatalf("a write the offline proxy does not answer: %d %s, want 503", a.code, a.body)
+	}
+}
+
+// With pool sharing, the node's clients' lists of a pool-scope resource come from the shared
+// store, not the cloud, through the same filters as the cloud's answers.
+func TestProxyPoolScopeListsFromTheSharedStore(t *testing.T) {
+	f := newProxyFixture(t, func(c *Config) {
+		c.Filters = filterConfig()
+		c.Pool.Resources = []pool.Resource{{Version: "v1", Resource: "services"}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.hub.pool.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
+	for deadline := time.Now().Add(5 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shared store did not sync")
+		}
+	}
+	f.cloud.took()
+	a := f.do(t, http.MethodGet, "/api/v1/services", kubelet, "", "")
+	if a.code != http.StatusOK || !strings.Contains(a.body, `"clusterIP":"169.254.2.1"`) {
+		t.Fatalf("kubelet's list of services: %d %s, want the store's, filtered", a.code, a.body)
+	}
+	if a := f.do(t, http.MethodGet, "/api/v1/services", "kube-proxy/v1.30.0", "", ""); a.code != http.StatusOK || !strings.Contains(a.body, `"clusterIP":"10.96.0.1"`) {
+		t.Fatalf("kube-proxy's list of services: %d %s", a.code, a.body)
+	}
+	if got := f.cloud.took(); len(got) != 0 {
+		t.Fatalf("the cloud got %v", paths(got))
 	}
 }
