@@ -3,179 +3,15 @@ package hub
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"strconv"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodehub/hub/autonomy"
 	"nodehub/wire"
 )
-
-// The Autonomy condition, as YurtHub v1.7 reports it: on kubelet's GET of its own Node the hub
-// sets the condition in the answer (online from the cloud, offline from the cache) and, when it
-// had to change it, writes it to the cloud's node status with the node's identity. OpenYurt's
-// control plane keeps the pods of a disconnected node whose condition is True.
-const (
-	autonomyCondition  corev1.NodeConditionType = "Autonomy"
-	autonomyAnnotation                          = "node.beta.openyurt.io/autonomy"
-	edgeWorkerLabel                             = "openyurt.io/is-edge-worker"
-	// maxCacheFailures: the condition turns Unknown when cache writes failed at more evaluations
-	// in a row than this, with no successful write since (kubelet reads its node every 10 s).
-	maxCacheFailures = 3
-	// autonomyRewriteAfter: a status the hub wrote is not written again before this, even if a
-	// stale read (the apiserver's watch cache) does not show it yet.
-	autonomyRewriteAfter = 30 * time.Second
-	maxNodeBody          = 4 << 20
-)
-
-// autonomy keeps the condition. Zero counters work.
-type autonomy struct {
-	// write sets the condition in the cloud's node status; online reports whether to try.
-	write  func(ctx context.Context, c corev1.NodeCondition) error
-	online func() bool
-	// filesWritten counts the cache's successful file writes (nil: none are counted).
-	filesWritten func() int64
-	log          *slog.Logger
-	now          func() time.Time
-
-	mu          sync.Mutex
-	errs        uint64 // cache write failures so far
-	lastErr     string
-	seenErrs    uint64 // errs at the last evaluation
-	seenWritten int64  // filesWritten() at the last evaluation
-	failures    int    // evaluations in a row that saw new failures and no success since
-	writing     bool
-	written     corev1.ConditionStatus
-	writtenAt   time.Time
-}
-
-// cacheError counts a failed cache write.
-func (a *autonomy) cacheError(err error) {
-	a.mu.Lock()
-	a.errs++
-	if err != nil {
-		a.lastErr = err.Error()
-	}
-	a.mu.Unlock()
-}
-
-// desired returns the condition the node should carry, given what it carries now. It counts one
-// evaluation of the cache's health.
-func (a *autonomy) desired(nf wire.NodeFacts) (corev1.ConditionStatus, string, string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	// The cache fails while writes fail: an evaluation that saw new failures counts one more; one
-	// that saw only successful writes ends the run; one that saw no write at all changes nothing.
-	var w int64
-	if a.filesWritten != nil {
-		w = a.filesWritten()
-	}
-	switch {
-	case a.errs != a.seenErrs:
-		a.failures++
-	case w != a.seenWritten || a.filesWritten == nil:
-		a.failures = 0
-	}
-	a.seenErrs, a.seenWritten = a.errs, w
-	if !nf.HasAnnotation || nf.Annotation != "true" || nf.HasLabel && nf.Label == "false" {
-		return corev1.ConditionFalse, "autonomy disabled", "The autonomy is disabled or this node is not edge node"
-	}
-	switch {
-	case a.failures > maxCacheFailures:
-		return corev1.ConditionUnknown, "cache failed", "nodehub: cache writes failed: " + a.lastErr
-	case a.failures > 0 && nf.HasCondition:
-		return corev1.ConditionStatus(nf.Condition), "", "" // not yet repeated: as it is
-	}
-	return corev1.ConditionTrue, "autonomy enabled successfully", "The autonomy is enabled and it works fine"
-}
-
-// apply returns the node with the condition as it should be: raw itself when it already is (the
-// common case, read without decoding), else re-encoded in its own format; changed says which. A
-// node it cannot read is returned as it is.
-func (a *autonomy) apply(raw []byte) ([]byte, *corev1.NodeCondition) {
-	nf, err := wire.ReadNodeFacts(raw, autonomyAnnotation, edgeWorkerLabel, string(autonomyCondition))
-	if err != nil {
-		return raw, nil
-	}
-	status, reason, message := a.desired(nf)
-	if nf.HasCondition && corev1.ConditionStatus(nf.Condition) == status {
-		return raw, nil
-	}
-	obj, err := wire.Decode(raw)
-	node, ok := obj.(*corev1.Node)
-	if err != nil || !ok {
-		return raw, nil
-	}
-	now := metav1.NewTime(a.clock().Truncate(time.Second))
-	c := corev1.NodeCondition{Type: autonomyCondition, Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
-	set := false
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == autonomyCondition {
-			node.Status.Conditions[i] = c
-			set = true
-		}
-	}
-	if !set {
-		node.Status.Conditions = append(node.Status.Conditions, c)
-	}
-	out, err := wire.Encode(node, bytes.HasPrefix(raw, []byte("k8s\x00")))
-	if err != nil {
-		return raw, nil
-	}
-	return out, &c
-}
-
-func (a *autonomy) clock() time.Time {
-	if a.now != nil {
-		return a.now()
-	}
-	return time.Now()
-}
-
-// seen tells the hub what the cloud's node carries, and writes the condition there when it had to
-// change (one write at a time, in the background, only online).
-func (a *autonomy) seen(c *corev1.NodeCondition) {
-	if c == nil || a.write == nil || (a.online != nil && !a.online()) {
-		return
-	}
-	a.mu.Lock()
-	if a.writing || a.written == c.Status && a.clock().Sub(a.writtenAt) < autonomyRewriteAfter {
-		a.mu.Unlock()
-		return
-	}
-	a.writing = true
-	a.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err := a.write(ctx, *c)
-		a.mu.Lock()
-		a.writing = false
-		if err == nil {
-			a.written, a.writtenAt = c.Status, a.clock()
-		}
-		a.mu.Unlock()
-		if err != nil {
-			a.logger().Warn("autonomy: could not write the node's condition", "status", c.Status, "err", err)
-		} else {
-			a.logger().Info("autonomy: node condition written", "status", c.Status, "reason", c.Reason)
-		}
-	}()
-}
-
-func (a *autonomy) logger() *slog.Logger {
-	if a.log == nil {
-		return slog.Default()
-	}
-	return a.log
-}
 
 // isOwnNodeGet reports whether a request is kubelet's GET of this node with the node's identity.
 func (s *Server) isOwnNodeGet(ri *wire.RequestInfo) bool {
@@ -183,29 +19,10 @@ func (s *Server) isOwnNodeGet(ri *wire.RequestInfo) bool {
 		ri.Name == s.cfg.NodeName && ri.Component == "kubelet"
 }
 
-// autonomyResponse sets the condition in the cloud's answer to kubelet's GET of its node (read
-// whole: one object) and writes it to the cloud when it had to change.
-func (s *Server) autonomyResponse(resp *http.Response) {
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > maxNodeBody {
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxNodeBody+1))
-	if err != nil || len(body) > maxNodeBody {
-		resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
-		return
-	}
-	resp.Body.Close()
-	out, c := s.auto.apply(body)
-	resp.Body = io.NopCloser(bytes.NewReader(out))
-	resp.ContentLength = int64(len(out))
-	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
-	s.auto.seen(c)
-}
-
-// writeAutonomy patches the condition into the cloud's node status with the node's identity (a
-// strategic merge patch: conditions merge by type, so kubelet's own are untouched).
+// writeAutonomy patches the Autonomy condition into the cloud's node status with the node's
+// identity (autonomy.Condition.Write).
 func (s *Server) writeAutonomy(ctx context.Context, c corev1.NodeCondition) error {
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})
+	patch, err := autonomy.Patch(c)
 	if err != nil {
 		return err
 	}
@@ -221,7 +38,7 @@ func (s *Server) writeAutonomy(ctx context.Context, c corev1.NodeCondition) erro
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxNodeBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, autonomy.MaxNodeBody))
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("hub: patch node status: %s", resp.Status)
 	}

@@ -24,7 +24,16 @@ type cloudClient struct{ balancer *remote.Balancer }
 // RoundTrip implements http.RoundTripper.
 func (c cloudClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	stream := req.URL.Query().Get("watch") != ""
-	return c.balancer.RoundTrip(req.WithContext(remote.WithRoute(req.Context(), remote.Route{Identity: remote.Node, Stream: stream})))
+	return c.balancer.Send(remote.Route{Identity: remote.Node, Stream: stream}, req)
+}
+
+// serverAsNode is one server reached as the node, for the node lease's heartbeat: an
+// http.RoundTripper of path-only requests like cloudClient, but to that server only.
+type serverAsNode struct{ b *remote.Backend }
+
+// RoundTrip implements http.RoundTripper.
+func (n serverAsNode) RoundTrip(req *http.Request) (*http.Response, error) {
+	return n.b.RoundTrip(remote.Route{Identity: remote.Node}, req)
 }
 
 // cloud returns the hub's cloud client.
@@ -67,10 +76,8 @@ func (s *Server) ownFetch(component string) listwatch.Fetch {
 		if err != nil {
 			return nil, err
 		}
-		if s.cache != nil && resp.StatusCode == http.StatusOK {
-			if body := s.cache.Tee(ri, cache.SelfComponent, resp); body != nil {
-				resp.Body = body
-			}
+		if resp.StatusCode == http.StatusOK {
+			s.keep(ri, cache.SelfComponent, resp)
 		}
 		return resp, nil
 	}

@@ -24,7 +24,6 @@ const maxFilteredList = 32 << 20
 // its bound, cut short, not valid gzip, not a list — becomes a 502 Status before any byte of it
 // reaches the client: never a 200 with a cut or unfiltered body.
 func (s *Server) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Response) {
-	s.observe(chain)
 	media := wire.ParseMediaType(resp.Header.Get("Content-Type"))
 	if media.Type != wire.MediaJSON && media.Type != wire.MediaProtobuf {
 		return
@@ -98,16 +97,4 @@ func badGateway(resp *http.Response, ri *wire.RequestInfo, media wire.MediaType,
 	resp.Header = http.Header{"Content-Type": {ct}, "Content-Length": {strconv.Itoa(len(st))}, "Cache-Control": {"no-cache, private"}}
 	resp.ContentLength = int64(len(st))
 	resp.Body = io.NopCloser(bytes.NewReader(st))
-}
-
-// observe counts a chain's changes and errors in /metrics.
-func (s *Server) observe(chain *filter.Chain) {
-	chain.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
-	chain.OnChange = func(name string, v filter.Verdict) {
-		action := "changed"
-		if v == filter.Drop {
-			action = "removed"
-		}
-		s.metrics.filterActions.Inc(name, action)
-	}
 }

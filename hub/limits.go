@@ -21,10 +21,11 @@ func isUpgrade(r *http.Request, ri *wire.RequestInfo) bool {
 	return r.Header.Get("Upgrade") != "" && ri.IsResource && ri.Group == "" && ri.Resource == "pods" && upgradeSubresources[ri.Subresource]
 }
 
-// isNodeClient reports whether a request comes from the node itself: over loopback, on the plain
-// proxy port, from a loopback address. Such requests have their own in-flight budget.
-func isNodeClient(r *http.Request) bool {
-	if r.TLS != nil || r.Context().Value(untrustedKey{}) != nil {
+// isNodeClient reports whether a request comes from the node itself: over loopback (trusted: it
+// arrived on a loopback address), on the plain proxy port, from a loopback address. Such
+// requests have their own in-flight budget.
+func isNodeClient(r *http.Request, trusted bool) bool {
+	if r.TLS != nil || !trusted {
 		return false
 	}
 	return fromLoopback(r)

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"context"
 	"net/http"
 	"nodehub/cache"
 	"time"
@@ -53,47 +52,33 @@ func (s *Server) newPool() (*pool.Pool, error) {
 // poolTee keeps what the shared stores receive in the cache too (as the hub's own component), so
 // a hub restarted offline still answers those lists.
 func (s *Server) poolTee(req *http.Request, resp *http.Response) {
-	if s.cache == nil {
-		return
-	}
 	ri, err := wire.ParseURL(http.MethodGet, req.URL)
 	if err != nil {
 		return
 	}
 	ri.Component = cache.SelfComponent
-	if body := s.cache.Tee(ri, ri.Component, resp); body != nil {
-		resp.Body = body
-	}
+	s.keep(ri, ri.Component, resp)
 }
 
 // servePool answers a local client's list or watch of a pool-scope resource from the shared
-// store, through the client's filters.
-func (s *Server) servePool(w http.ResponseWriter, r *http.Request, ri *wire.RequestInfo, st *pool.Store) {
+// store (routePool), each object through the request's filter chain.
+func (s *Server) servePool(q *proxyRequest) {
+	ri := q.ri
 	sv := pool.Serving{Info: ri}
-	ctx := r.Context()
-	if chain := s.filters.For(ri); chain != nil {
-		s.observe(chain)
+	if chain := q.chain; chain != nil {
 		sv.Transform = func(raw []byte) ([]byte, bool) {
 			out, v := chain.Apply(raw)
 			return out, v == filter.Drop
-		}
-		if ri.Verb == wire.VerbWatch && chain.Uses("servicetopology") {
-			// A topology change ends the watch: the client re-lists and gets re-filtered slices.
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			stop := context.AfterFunc(s.topo.Changes(), cancel)
-			defer stop()
 		}
 	}
 	s.pm.served.Inc(ri.Verb, ri.Resource)
 	if ri.Verb == wire.VerbWatch {
 		s.pm.clients.Add(1)
 		defer s.pm.clients.Add(-1)
-		st.ServeWatch(w, r.WithContext(ctx), sv)
+		q.store.ServeWatch(q.w, q.r.WithContext(q.ctx), sv)
 		return
 	}
-	st.ServeList(w, sv)
+	q.store.ServeList(q.w, sv)
 }
 
 // sharedResources are the resources cached for every client, whatever --cache-agents lists: the

@@ -17,9 +17,12 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
+	"nodehub/hub/autonomy"
 	"nodehub/hub/dummyif"
+	"nodehub/hub/identity"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
+	"nodehub/hub/nodelease"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
 	"nodehub/hub/tokens"
@@ -124,7 +127,7 @@ type DummyIf struct {
 
 // ExtraHosts are the addresses, besides the configured bind addresses, the proxy ports listen on:
 // the dummy link's IP when enabled. Requests arriving there never get the node's identity (see
-// loopbackOrToken); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
+// serveProxy's accept step); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
 func (c Config) ExtraHosts() []string {
 	if c.DummyIf.Enabled && c.DummyIf.IP != nil {
 		return []string{c.DummyIf.IP.String()}
@@ -138,7 +141,7 @@ type Server struct {
 	log      *slog.Logger
 	balancer *remote.Balancer
 	checker  *remote.Checker
-	lease    *NodeLease
+	lease    *nodelease.Lease
 	proxy    *httputil.ReverseProxy
 	metrics  *hubMetrics
 	cache    *cache.Manager
@@ -148,14 +151,14 @@ type Server struct {
 	// Short requests being served, for MaxInFlight: the node's own clients' and everyone else's.
 	inflightNode, inflightOthers atomic.Int64
 	topo                         *topology.Source
-	ids                          *identities   // tokens the cloud accepted, by ServiceAccount
-	dummy                        *dummyif.Link // nil without --enable-dummy-if
+	ids                          *identity.Table // tokens the cloud accepted, by ServiceAccount
+	dummy                        *dummyif.Link   // nil without --enable-dummy-if
 	ota                          *ota.Handler
 	pool                         *pool.Pool // nil when pool sharing is off
 	pm                           *poolMetrics
 
-	tokens *tokens.Store // ServiceAccount tokens the cloud issued, for offline token requests
-	auto   *autonomy     // the node's Autonomy condition; nil without a cache
+	tokens *tokens.Store       // ServiceAccount tokens the cloud issued, for offline token requests
+	auto   *autonomy.Condition // the node's Autonomy condition; nil without a cache
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -172,7 +175,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
-	s.ids = newIdentities(cfg.RootDir, cfg.Log)
+	s.ids = identity.Open(cfg.RootDir, cfg.Log)
 	var err error
 	if s.tokens, err = openTokens(cfg); err != nil {
 		return nil, err
@@ -189,10 +192,10 @@ func New(cfg Config) (*Server, error) {
 		backends = append(backends, b)
 	}
 	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream, SuspectAfter: suspectAfter}
-	s.lease = NewNodeLease(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
+	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
 	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
 	s.checker = &remote.Checker{
-		Probe:            s.lease.Heartbeat,
+		Probe:            func(ctx context.Context, b *remote.Backend) error { return s.lease.Heartbeat(ctx, serverAsNode{b}) },
 		Interval:         cfg.HeartbeatInterval,
 		Timeout:          cfg.HeartbeatTimeout,
 		FailedRetry:      cfg.HeartbeatFailed,
@@ -216,21 +219,17 @@ func New(cfg Config) (*Server, error) {
 		w.MaxBytes = cfg.CacheMaxBytes
 		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
 		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		s.auto = &autonomy{write: s.writeAutonomy, online: s.state.Online, log: cfg.Log, filesWritten: func() int64 { return store.Stats().FilesWritten }}
+		s.auto = &autonomy.Condition{Write: s.writeAutonomy, Online: s.state.Online, Log: cfg.Log, FilesWritten: func() int64 { return store.Stats().FilesWritten }}
 		w.OnError = func(r cache.Resource, err error) {
 			s.metrics.cacheErrors.Inc(r.Resource)
-			s.auto.cacheError(err)
+			s.auto.CacheError(err)
 		}
 		policy := cfg.CachePolicy
 		policy.Shared = sharedResources(cfg.Pool.Resources)
 		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
 		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.vouch, Log: cfg.Log,
-			KubeletNode: func(raw []byte) []byte {
-				out, c := s.auto.apply(raw)
-				s.auto.seen(c)
-				return out
-			}}
+		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.ids.Vouch, Log: cfg.Log,
+			KubeletNode: s.auto.Node}
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	cfg.Filters.Topology = s.topo
@@ -261,20 +260,24 @@ func (s *Server) Run(ctx context.Context) error {
 	type server struct {
 		name, addr string
 		h          http.Handler
-		freebind   bool // the address may not be on the node yet (the dummy link comes later)
+		freebind   bool        // the address may not be on the node yet (the dummy link comes later)
+		tls        *tls.Config // served over TLS (the pool port), without the connection limits
 	}
-	// Only a request that arrived on a loopback address may get the node's identity.
-	proxyHandler := s.loopbackOrToken(http.HandlerFunc(s.serveProxy))
+	proxyHandler := http.HandlerFunc(s.serveProxy)
 	servers := []server{
-		{"proxy", s.cfg.ProxyAddr, proxyHandler, false},
-		{"hub", s.cfg.HubAddr, s.hubMux(), false},
+		{name: "proxy", addr: s.cfg.ProxyAddr, h: proxyHandler},
+		{name: "hub", addr: s.cfg.HubAddr, h: s.hubMux()},
 	}
 	// A port bound to the unspecified address already gets the extra hosts' connections (and a
 	// second listener on the same port would fail).
 	if bind, port, err := net.SplitHostPort(s.cfg.ProxyAddr); err == nil && !net.ParseIP(bind).IsUnspecified() {
 		for _, host := range s.cfg.ExtraHosts() {
-			servers = append(servers, server{"proxy", net.JoinHostPort(host, port), proxyHandler, true})
+			servers = append(servers, server{name: "proxy", addr: net.JoinHostPort(host, port), h: proxyHandler, freebind: true})
 		}
+	}
+	if addr := s.pool.PeerAddr(); addr != "" {
+		// Followers (other nodes, one connection each) read the leader's stores here.
+		servers = append(servers, server{name: "pool", addr: addr, h: s.pool, tls: s.pool.PeerTLS()})
 	}
 	if s.dummy != nil {
 		dctx, stopDummy := context.WithCancel(ctx)
@@ -300,13 +303,18 @@ func (s *Server) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("hub: %s port: %w", sv.name, err)
 		}
+		hs := s.newHTTPServer(ctx, sv.h)
+		httpServers = append(httpServers, hs)
+		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
+		if sv.tls != nil {
+			hs.TLSConfig = sv.tls
+			go func() { errc <- hs.ServeTLS(ln, "", "") }()
+			continue
+		}
 		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
 		s.mu.Lock()
 		s.listeners = append(s.listeners, ln)
 		s.mu.Unlock()
-		hs := s.newHTTPServer(ctx, sv.h)
-		httpServers = append(httpServers, hs)
-		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()
 	}
 	for i, addr := range s.cfg.SecureAddrs {
@@ -314,7 +322,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.state.begin(time.Now())
 	go s.checker.Run(ctx, s.balancer.Backends)
-	go s.ids.run(ctx)
+	go s.ids.Run(ctx)
 	go s.tokens.Run(ctx)
 	if s.filters.Uses("servicetopology") {
 		go s.topo.Run(ctx)
@@ -332,9 +340,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.pool != nil {
 		go func() {
 			defer close(poolDone)
-			if err := s.pool.Run(ctx); err != nil {
-				errc <- err
-			}
+			s.pool.Run(ctx)
 		}()
 	} else {
 		close(poolDone)
@@ -353,7 +359,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, hs := range httpServers {
 		_ = hs.Shutdown(shutdownCtx)
 	}
-	s.ids.save()
+	s.ids.Save()
 	if err := s.tokens.SaveAll(); err != nil {
 		s.log.Warn("tokens: save at stop", "err", err)
 	}
@@ -388,7 +394,7 @@ const (
 	DefaultBodyTimeout = 10 * time.Second
 )
 
-// newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure): bounded
+// newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure, pool): bounded
 // headers, a deadline on them, idle connections closed, the hub's lifetime as base context.
 func (s *Server) newHTTPServer(ctx context.Context, h http.Handler) *http.Server {
 	return &http.Server{

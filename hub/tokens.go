@@ -49,7 +49,7 @@ func isTokenRequest(ri *wire.RequestInfo) bool {
 
 // recordToken keeps the token of a successful answer to a token request whose body was peeked.
 // The answer is read whole (a TokenRequest is small) and passed on unchanged.
-func (s *Server) recordToken(px *proxied, resp *http.Response) {
+func (s *Server) recordToken(q *proxyRequest, resp *http.Response) {
 	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > tokens.MaxBody {
 		return
 	}
@@ -58,7 +58,7 @@ func (s *Server) recordToken(px *proxied, resp *http.Response) {
 	if err != nil || len(body) > tokens.MaxBody {
 		return
 	}
-	req, err1 := tokens.Decode(px.kept)
+	req, err1 := tokens.Decode(q.kept)
 	answer, err2 := tokens.Decode(body)
 	if err1 != nil || err2 != nil {
 		return
@@ -67,15 +67,6 @@ func (s *Server) recordToken(px *proxied, resp *http.Response) {
 	if err != nil {
 		return
 	}
-	s.tokens.Put(tokens.KeyOf(px.caller, px.ri.Namespace, px.ri.Name, req), e)
-	s.vouch(e.Token)
-}
-
-// vouch records that the cloud issued token: a request that brings it reads and writes its
-// ServiceAccount's cache (identity.go) from the start, and again after the hub handed it out
-// offline (after a reboot, the identity table may have dropped a token issued long before).
-func (s *Server) vouch(token string) {
-	if c := credentialOf("Bearer " + token); c.sa != "" {
-		s.ids.learn(c.hash, c.sa)
-	}
+	s.tokens.Put(tokens.KeyOf(q.caller, q.ri.Namespace, q.ri.Name, req), e)
+	s.ids.Vouch(e.Token)
 }

@@ -2,8 +2,13 @@ package hub
 
 import (
 	"encoding/base64"
+	"net/http"
 	"path/filepath"
 	"testing"
+
+	"nodehub/hub/identity"
+	"nodehub/hub/remote"
+	"nodehub/wire"
 )
 
 func TestTokenStoreNeverInsideTheCache(t *testing.T) {
@@ -20,12 +25,12 @@ func TestTokenStoreNeverInsideTheCache(t *testing.T) {
 }
 
 func TestVouchedTokenReadsItsServiceAccountsCache(t *testing.T) {
-	s := &Server{ids: newIdentities("", nil)}
+	s := &Server{ids: identity.Open("", nil)}
 	enc := base64.RawURLEncoding.EncodeToString
 	tok := enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{"sub":"system:serviceaccount:ns:app"}`)) + ".sig"
-	s.vouch(tok)
-	c := credentialOf("Bearer " + tok)
-	if c.sa == "" || s.ids.owner(c.hash) != c.sa {
-		t.Fatal("a token the cloud issued is not known as its ServiceAccount's")
+	s.ids.Vouch(tok)
+	own, c := s.cacheOwner(&wire.RequestInfo{Component: "app"}, &http.Request{Header: http.Header{"Authorization": {"Bearer " + tok}}}, remote.Passthrough)
+	if c.SA == "" || own != "app@"+c.SA {
+		t.Fatalf("a token the cloud issued is not known as its ServiceAccount's: owner %q", own)
 	}
 }

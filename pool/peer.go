@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -17,14 +16,18 @@ import (
 	"nodehub/wire"
 )
 
-// servePeers serves the pool port over mTLS until ctx ends: followers list and watch the leader's
-// stores there. Only node identities (CN system:node:*, O system:nodes) signed by the cluster CA
-// get in; a hub that is not the leader answers 503 so its caller goes elsewhere.
-func (p *Pool) servePeers(ctx context.Context) error {
-	ln, err := net.Listen("tcp", p.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("pool: port: %w", err)
+// PeerAddr is host:port of the pool port, where a leader serves its followers' lists and
+// watches; "" when the pool has none (mode off, or a nil Pool: sharing off).
+func (p *Pool) PeerAddr() string {
+	if p == nil || p.cfg.Mode == ModeOff {
+		return ""
 	}
+	return p.cfg.Addr
+}
+
+// PeerTLS is the pool port's TLS configuration: the hub's serving certificate, and as clients
+// only node identities (CN system:node:*, O system:nodes) signed by the cluster CA.
+func (p *Pool) PeerTLS() *tls.Config {
 	base := &tls.Config{MinVersion: tls.VersionTLS12}
 	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		ca := p.cfg.Credentials.CAPool()
@@ -40,28 +43,12 @@ func (p *Pool) servePeers(ctx context.Context) error {
 			NextProtos:       []string{"h2", "http/1.1"},
 		}, nil
 	}
-	hs := &http.Server{
-		Handler:           http.HandlerFunc(p.servePeer),
-		TLSConfig:         base,
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    32 << 10, // as the hub's other ports (hub.MaxHeaderBytes)
-		IdleTimeout:       90 * time.Second,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-	p.log.Info("listening", "port", "pool", "addr", ln.Addr().String())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.ServeTLS(ln, "", "") }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-		return nil
-	case err := <-errc:
-		return fmt.Errorf("pool: port: %w", err)
-	}
+	return base
 }
+
+// ServeHTTP is the pool port's handler (served with PeerTLS): a follower's list or watch from
+// this leader's stores; a hub that is not the leader answers 503 so its caller goes elsewhere.
+func (p *Pool) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.servePeer(w, r) }
 
 // nodeOnly accepts a client certificate of a node: CN system:node:<name> in O system:nodes.
 func nodeOnly(cs tls.ConnectionState) error {

@@ -117,10 +117,10 @@ func New(cfg Config) (*Pool, error) {
 	return p, nil
 }
 
-// Run keeps the stores in sync and, in a pool mode, takes part in the pool (election, serving
-// followers) until ctx ends, and returns once a leader has given up its leadership. It returns
-// at once when the pool port cannot be served (the caller then ends ctx).
-func (p *Pool) Run(ctx context.Context) error {
+// Run keeps the stores in sync and, in a pool mode, takes part in the pool (election, following
+// the leader) until ctx ends, and returns once a leader has given up its leadership. The pool
+// port (the followers' reads of a leader) is served by the caller: PeerAddr, PeerTLS, ServeHTTP.
+func (p *Pool) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if p.cfg.Mode == ModeOff {
 		p.decide()
@@ -143,22 +143,15 @@ func (p *Pool) Run(ctx context.Context) error {
 		}()
 	}
 	p.role()
-	var err error
 	switch p.cfg.Mode {
 	case ModeLease:
 		wg.Add(1)
 		go func() { defer wg.Done(); p.elect(ctx) }()
-		err = p.servePeers(ctx)
 	case ModeNodePool:
 		wg.Add(1)
 		go func() { defer wg.Done(); p.followNodePool(ctx) }()
-		err = p.servePeers(ctx)
-	}
-	if err != nil {
-		return err
 	}
 	wg.Wait()
-	return nil
 }
 
 // Store returns the store that serves a request — a list or watch of a pool-scope resource in

@@ -115,37 +115,22 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	ct, frame := wire.MediaJSON, wire.EncodeJSONWatchEvent
-	if pb {
-		ct, frame = wire.MediaProtobufWatch, wire.EncodeProtoWatchEvent
-	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Cache-Control", "no-cache, private")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	send := func(typ string, obj []byte) bool {
-		_, err := w.Write(frame(wire.WatchEvent{Type: typ, Object: obj}))
-		return err == nil
-	}
-	av, kind := s.itemType()
+	ww := wire.StartWatch(w, pb, 0)
+	ww.APIVersion, ww.Kind = s.itemType()
 	for _, o := range objs {
-		if raw, ok := sv.out(o, sel, pb); ok && !send(wire.EventAdded, raw) {
+		if raw, ok := sv.out(o, sel, pb); ok && !ww.Send(wire.EventAdded, raw) {
 			return
 		}
 	}
 	objs = nil
 	if ri.SendInitialEvents && ri.AllowWatchBookmarks {
-		send(wire.EventBookmark, wire.BookmarkObject(av, kind, strconv.FormatUint(from, 10), true, pb))
+		ww.Bookmark(strconv.FormatUint(from, 10), true)
 	}
-	if rc.Flush() != nil {
+	if !ww.Flush() {
 		return
 	}
 
-	timeout := 30 * time.Minute
-	if ri.TimeoutSeconds > 0 {
-		timeout = time.Duration(ri.TimeoutSeconds) * time.Second
-	}
-	end := time.NewTimer(timeout)
+	end := time.NewTimer(ri.WatchTimeout(30 * time.Minute))
 	defer end.Stop()
 	every := sv.BookmarkEvery
 	if every <= 0 {
@@ -156,10 +141,9 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 	for {
 		evs, nextCursor, wake, err := s.next(cursor)
 		if err != nil {
-			st := expiredStatus(ri)
-			obj, _ := wire.EncodeStatus(st, pb)
-			send(wire.EventError, obj)
-			_ = rc.Flush()
+			obj, _ := wire.EncodeStatus(expiredStatus(ri), pb)
+			ww.Send(wire.EventError, obj)
+			ww.Flush()
 			return
 		}
 		cursor = nextCursor
@@ -168,11 +152,11 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 				continue // the client has it already
 			}
 			typ, raw, ok := sv.event(ev, sel, pb)
-			if ok && !send(typ, raw) {
+			if ok && !ww.Send(typ, raw) {
 				return
 			}
 		}
-		if len(evs) > 0 && rc.Flush() != nil {
+		if len(evs) > 0 && !ww.Flush() {
 			return
 		}
 		select {
@@ -187,7 +171,7 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 			}
 			if ri.AllowWatchBookmarks {
 				rv := strconv.FormatUint(max(s.ResourceVersion(), from), 10)
-				if !send(wire.EventBookmark, wire.BookmarkObject(av, kind, rv, false, pb)) || rc.Flush() != nil {
+				if !ww.Bookmark(rv, false) || !ww.Flush() {
 					return
 				}
 			}

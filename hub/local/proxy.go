@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,12 +241,9 @@ func choose(accept []wire.MediaType) (format, bool) {
 
 // accepts reports whether the client takes the given plain media type.
 func accepts(accept []wire.MediaType, protobuf bool) bool {
-	for _, m := range accept {
-		if m.As == "" && (m.IsProtobuf() == protobuf && (m.Type == wire.MediaJSON || m.Type == wire.MediaProtobuf) || !protobuf && m.Type == "*/*") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(accept, func(m wire.MediaType) bool {
+		return m.As == "" && (m.IsProtobuf() == protobuf && (m.Type == wire.MediaJSON || m.Type == wire.MediaProtobuf) || !protobuf && m.Type == "*/*")
+	})
 }
 
 // encodeItem returns a cached object in the chosen format (converted when the cache holds the other

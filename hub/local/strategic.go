@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -141,36 +142,25 @@ func smpList(doc, patch []any, mergeKey string, t reflect.Type) ([]any, error) {
 	return out, nil
 }
 
+// indexByKey is the index of the map in list whose key is v, or -1.
 func indexByKey(list []any, key string, v any) int {
-	for i, e := range list {
-		if m, ok := e.(map[string]any); ok && reflect.DeepEqual(m[key], v) {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(list, func(e any) bool {
+		m, ok := e.(map[string]any)
+		return ok && reflect.DeepEqual(m[key], v)
+	})
 }
 
 func containsValue(list []any, v any) bool {
-	for _, e := range list {
-		if reflect.DeepEqual(e, v) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(list, func(e any) bool { return reflect.DeepEqual(e, v) })
 }
 
+// without is list (when it is one) without the values in drop, as a new slice.
 func without(list any, drop []any) any {
 	l, ok := list.([]any)
 	if !ok {
 		return list
 	}
-	out := l[:0:0]
-	for _, e := range l {
-		if !containsValue(drop, e) {
-			out = append(out, e)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(l), func(e any) bool { return containsValue(drop, e) })
 }
 
 // field finds the struct field with JSON name name (looking through embedded structs) and returns

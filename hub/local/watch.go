@@ -23,26 +23,11 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
-	av, kind := pl.av, pl.kind
 	f.protobuf = pl.format(f, req.Accept)
-
-	ct := wire.MediaJSON
-	frame := wire.EncodeJSONWatchEvent
-	if f.protobuf {
-		ct, frame = wire.MediaProtobufWatch, wire.EncodeProtoWatchEvent
-	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Cache-Control", "no-cache, private")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve another request
-	send := func(ev wire.WatchEvent) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(p.writeTimeout())) // a client that stops reading goes
-		if _, err := w.Write(frame(ev)); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	ww := wire.StartWatch(w, f.protobuf, p.writeTimeout()) // a client that stops reading goes
+	defer ww.End()
+	ww.APIVersion, ww.Kind = pl.av, pl.kind
+	send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
 	// The initial events are read and sent one object at a time; the resourceVersion is the
 	// newest of them (without initial events, of a pass that reads them too).
 	gone := errors.New("local: watch client gone")
@@ -58,7 +43,7 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		if err != nil {
 			return nil
 		}
-		if !send(wire.WatchEvent{Type: wire.EventAdded, Object: obj}) {
+		if !send(wire.EventAdded, obj) {
 			return gone
 		}
 		return nil
@@ -69,25 +54,22 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	}
 	rv := res.ResourceVersion
 	if ri.SendInitialEvents {
-		if kind != "" && !send(wire.WatchEvent{Type: wire.EventBookmark, Object: wire.BookmarkObject(av, kind, rv, true, f.protobuf)}) {
+		if ww.Kind != "" && !(ww.Bookmark(rv, true) && ww.Flush()) {
 			return
 		}
 	} else {
-		_ = rc.Flush()
+		ww.Flush()
 	}
 
 	timeout := p.WatchTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
-	if ri.TimeoutSeconds > 0 {
-		timeout = time.Duration(ri.TimeoutSeconds) * time.Second
-	}
 	interval := p.BookmarkInterval
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
-	end := time.NewTimer(timeout)
+	end := time.NewTimer(ri.WatchTimeout(timeout))
 	defer end.Stop()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -106,10 +88,8 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 			return
 		case <-changed:
 		case <-tick.C:
-			if ri.AllowWatchBookmarks && kind != "" {
-				if !send(wire.WatchEvent{Type: wire.EventBookmark, Object: wire.BookmarkObject(av, kind, rv, false, f.protobuf)}) {
-					return
-				}
+			if ri.AllowWatchBookmarks && ww.Kind != "" && !(ww.Bookmark(rv, false) && ww.Flush()) {
+				return
 			}
 		}
 	}

@@ -6,7 +6,6 @@ package remote
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"nodehub/wire"
 )
 
 // Identity says which credentials a forwarded request carries.
@@ -46,26 +47,7 @@ type Route struct {
 	OnSlow        func() bool
 }
 
-type routeKey struct{}
-
-// WithRoute returns a context whose requests the Balancer sends as r says.
-func WithRoute(ctx context.Context, r Route) context.Context {
-	return context.WithValue(ctx, routeKey{}, r)
-}
-
-// RouteOf returns the route recorded by WithRoute (Passthrough, not a stream, when none).
-func RouteOf(ctx context.Context) Route {
-	r, _ := ctx.Value(routeKey{}).(Route)
-	return r
-}
-
-// Credentials gives a Backend what it needs for TLS. certs.Source and certs.Manager implement it.
-type Credentials interface {
-	CAPool() *x509.CertPool
-	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
-}
-
-// Rotating is implemented by Credentials whose client certificate changes: when Generation
+// Rotating is implemented by wire.Credentials whose client certificate changes: when Generation
 // changes, the node's connections are replaced (new requests dial with the new certificate; the
 // old connections end once idle), so a renewed certificate is used at once and an old one is
 // not presented until it expires.
@@ -80,7 +62,7 @@ type Backend struct {
 	// Name is host:port, used in logs and metrics.
 	Name string
 
-	creds       Credentials
+	creds       wire.Credentials
 	dialTimeout time.Duration
 
 	mu         sync.Mutex
@@ -91,7 +73,7 @@ type Backend struct {
 }
 
 // NewBackend parses a server address ("host:port" means https) and prepares a backend for it.
-func NewBackend(addr string, creds Credentials, dialTimeout time.Duration) (*Backend, error) {
+func NewBackend(addr string, creds wire.Credentials, dialTimeout time.Duration) (*Backend, error) {
 	u, err := ParseServerAddr(addr)
 	if err != nil {
 		return nil, err

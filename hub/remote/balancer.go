@@ -95,9 +95,8 @@ func (l *Balancer) order() []*Backend {
 	return out
 }
 
-// RoundTrip implements http.RoundTripper with the Route recorded in the request's context.
-func (l *Balancer) RoundTrip(req *http.Request) (*http.Response, error) {
-	route := RouteOf(req.Context())
+// Send sends req to a healthy server as route says (the URL's scheme and host are the server's).
+func (l *Balancer) Send(route Route, req *http.Request) (*http.Response, error) {
 	if route.HeaderTimeout <= 0 || route.OnSlow == nil {
 		resp, _, err := l.roundTrip(route, req)
 		return resp, err

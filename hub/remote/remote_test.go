@@ -9,10 +9,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"nodehub/wire"
 )
 
 // noCreds is for plain-http test backends, which need no TLS material.
-type noCreds struct{ Credentials }
+type noCreds struct{ wire.Credentials }
 
 func backend(t *testing.T, url string) *Backend {
 	t.Helper()
@@ -54,7 +56,7 @@ func TestBalancerModes(t *testing.T) {
 	}
 	get := func(l *Balancer) {
 		req, _ := http.NewRequest("GET", "http://hub/api/v1/nodes", nil)
-		resp, err := l.RoundTrip(req)
+		resp, err := l.Send(Route{}, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +107,7 @@ func TestBalancerModes(t *testing.T) {
 		t.Fatalf("all unhealthy: state %v", pr.State())
 	}
 	req, _ := http.NewRequest("GET", "http://hub/api/v1/nodes", nil)
-	if _, err := pr.RoundTrip(req); !errors.Is(err, ErrNoHealthyBackend) {
+	if _, err := pr.Send(Route{}, req); !errors.Is(err, ErrNoHealthyBackend) {
 		t.Fatalf("all unhealthy: %v", err)
 	}
 }
@@ -121,7 +123,7 @@ func TestBalancerRetriesRefusedConnectionAndSuspectsIt(t *testing.T) {
 	setState(ok, Healthy)
 	l := &Balancer{Mode: Priority, Backends: []*Backend{d, ok}}
 	req, _ := http.NewRequest("GET", "http://hub/api/v1/pods", nil)
-	resp, err := l.RoundTrip(req)
+	resp, err := l.Send(Route{}, req)
 	if err != nil {
 		t.Fatalf("refused connection not retried: %v", err)
 	}
@@ -146,9 +148,8 @@ func TestBalancerSuspectsSlowAnswer(t *testing.T) {
 	b := backend(t, srv.URL)
 	setState(b, Healthy)
 	l := &Balancer{Backends: []*Backend{b}, SuspectAfter: 20 * time.Millisecond}
-	ctx := WithRoute(context.Background(), Route{HeaderTimeout: 50 * time.Millisecond, OnSlow: func() bool { return true }})
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://hub/api/v1/pods", nil)
-	if _, err := l.RoundTrip(req); !errors.Is(err, ErrSlow) {
+	req, _ := http.NewRequest("GET", "http://hub/api/v1/pods", nil)
+	if _, err := l.Send(Route{HeaderTimeout: 50 * time.Millisecond, OnSlow: func() bool { return true }}, req); !errors.Is(err, ErrSlow) {
 		t.Fatalf("slow answer: %v", err)
 	}
 	if !b.Healthy() {

@@ -1,9 +1,12 @@
-package hub
+package autonomy
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +47,7 @@ func TestAutonomyCondition(t *testing.T) {
 	for _, pb := range []bool{false, true} {
 		var mu sync.Mutex
 		var wrote []corev1.ConditionStatus
-		a := &autonomy{write: func(_ context.Context, c corev1.NodeCondition) error {
+		a := &Condition{Write: func(_ context.Context, c corev1.NodeCondition) error {
 			mu.Lock()
 			wrote = append(wrote, c.Status)
 			mu.Unlock()
@@ -52,7 +55,7 @@ func TestAutonomyCondition(t *testing.T) {
 		}}
 		ready := []corev1.NodeCondition{{Type: "Ready", Status: "True"}}
 		// No annotation: False, disabled.
-		out, c := a.apply(nodeRaw(t, nil, nil, ready, pb))
+		out, c := a.Apply(nodeRaw(t, nil, nil, ready, pb))
 		if c == nil || c.Status != corev1.ConditionFalse || c.Reason != "autonomy disabled" {
 			t.Fatalf("pb=%v no annotation: %+v", pb, c)
 		}
@@ -60,32 +63,32 @@ func TestAutonomyCondition(t *testing.T) {
 			t.Fatalf("pb=%v answer: %+v", pb, got)
 		}
 		// Annotated: True; already True: the very same bytes.
-		out, c = a.apply(nodeRaw(t, on, nil, ready, pb))
+		out, c = a.Apply(nodeRaw(t, on, nil, ready, pb))
 		if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "autonomy enabled successfully" {
 			t.Fatalf("pb=%v annotated: %+v", pb, c)
 		}
 		same := nodeRaw(t, on, nil, append(ready, *c), pb)
-		if out2, c2 := a.apply(same); c2 != nil || &out2[0] != &same[0] {
+		if out2, c2 := a.Apply(same); c2 != nil || &out2[0] != &same[0] {
 			t.Fatal("an unchanged node was re-encoded")
 		}
 		// Not an edge worker: False.
-		if _, c = a.apply(nodeRaw(t, on, map[string]string{edgeWorkerLabel: "false"}, append(ready, corev1.NodeCondition{Type: autonomyCondition, Status: "True"}), pb)); c == nil || c.Status != corev1.ConditionFalse {
+		if _, c = a.Apply(nodeRaw(t, on, map[string]string{edgeWorkerLabel: "false"}, append(ready, corev1.NodeCondition{Type: autonomyCondition, Status: "True"}), pb)); c == nil || c.Status != corev1.ConditionFalse {
 			t.Fatalf("pb=%v edge worker false: %+v", pb, c)
 		}
 		// Cache writes failing at more than 3 evaluations in a row: Unknown; then healthy: True.
 		trueNode := nodeRaw(t, on, nil, append(ready, corev1.NodeCondition{Type: autonomyCondition, Status: "True"}), pb)
 		for i := 1; i <= maxCacheFailures; i++ {
-			a.cacheError(errors.New("disk full"))
-			if _, c = a.apply(trueNode); c != nil {
+			a.CacheError(errors.New("disk full"))
+			if _, c = a.Apply(trueNode); c != nil {
 				t.Fatalf("pb=%v failure %d changed it already: %+v", pb, i, c)
 			}
 		}
-		a.cacheError(errors.New("disk full"))
-		if _, c = a.apply(trueNode); c == nil || c.Status != corev1.ConditionUnknown || c.Reason != "cache failed" {
+		a.CacheError(errors.New("disk full"))
+		if _, c = a.Apply(trueNode); c == nil || c.Status != corev1.ConditionUnknown || c.Reason != "cache failed" {
 			t.Fatalf("pb=%v repeated failures: %+v", pb, c)
 		}
 		unknown := nodeRaw(t, on, nil, append(ready, *c), pb)
-		if _, c = a.apply(unknown); c == nil || c.Status != corev1.ConditionTrue {
+		if _, c = a.Apply(unknown); c == nil || c.Status != corev1.ConditionTrue {
 			t.Fatalf("pb=%v cache healthy again: %+v", pb, c)
 		}
 	}
@@ -95,17 +98,17 @@ func TestAutonomyWritesOnceWhileOnline(t *testing.T) {
 	var mu sync.Mutex
 	n := 0
 	online := false
-	a := &autonomy{online: func() bool { return online }, write: func(context.Context, corev1.NodeCondition) error {
+	a := &Condition{Online: func() bool { return online }, Write: func(context.Context, corev1.NodeCondition) error {
 		mu.Lock()
 		n++
 		mu.Unlock()
 		return nil
 	}}
 	c := &corev1.NodeCondition{Type: autonomyCondition, Status: corev1.ConditionTrue}
-	a.seen(c) // offline: nothing written
+	a.Seen(c) // offline: nothing written
 	online = true
 	for i := 0; i < 5; i++ {
-		a.seen(c)
+		a.Seen(c)
 		time.Sleep(10 * time.Millisecond)
 	}
 	mu.Lock()
@@ -117,21 +120,46 @@ func TestAutonomyWritesOnceWhileOnline(t *testing.T) {
 
 func TestAutonomyCacheFailureLastsUntilAWriteSucceeds(t *testing.T) {
 	var written int64
-	a := &autonomy{filesWritten: func() int64 { return written }}
+	a := &Condition{FilesWritten: func() int64 { return written }}
 	on := map[string]string{autonomyAnnotation: "true"}
 	trueNode := nodeRaw(t, on, nil, []corev1.NodeCondition{{Type: autonomyCondition, Status: "True"}}, true)
 	for i := 0; i <= maxCacheFailures; i++ {
-		a.cacheError(errors.New("disk full"))
-		a.apply(trueNode)
+		a.CacheError(errors.New("disk full"))
+		a.Apply(trueNode)
 	}
 	unknown := nodeRaw(t, on, nil, []corev1.NodeCondition{{Type: autonomyCondition, Status: "Unknown"}}, true)
 	for i := 0; i < 3; i++ { // no write at all: still failing
-		if _, c := a.apply(unknown); c != nil {
+		if _, c := a.Apply(unknown); c != nil {
 			t.Fatalf("changed without a successful write: %+v", c)
 		}
 	}
 	written++
-	if _, c := a.apply(unknown); c == nil || c.Status != corev1.ConditionTrue {
+	if _, c := a.Apply(unknown); c == nil || c.Status != corev1.ConditionTrue {
 		t.Fatalf("after a successful write: %+v", c)
+	}
+}
+
+// The cloud's answer to kubelet's GET of its node carries the condition, with its length
+// corrected; an answer that is not a plain 200 passes as it is.
+func TestResponseSetsTheCondition(t *testing.T) {
+	a := &Condition{}
+	raw := nodeRaw(t, map[string]string{autonomyAnnotation: "true"}, nil, nil, false)
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Length": {strconv.Itoa(len(raw))}},
+		ContentLength: int64(len(raw)), Body: io.NopCloser(bytes.NewReader(raw))}
+	a.Response(resp)
+	out, _ := io.ReadAll(resp.Body)
+	if c := autonomyOf(t, out); c == nil || c.Status != corev1.ConditionTrue {
+		t.Fatalf("condition %+v", c)
+	}
+	if resp.ContentLength != int64(len(out)) || resp.Header.Get("Content-Length") != strconv.Itoa(len(out)) {
+		t.Fatalf("length %d / %q for %d bytes", resp.ContentLength, resp.Header.Get("Content-Length"), len(out))
+	}
+	gz := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Encoding": {"gzip"}}, Body: io.NopCloser(bytes.NewReader(raw))}
+	a.Response(gz)
+	if b, _ := io.ReadAll(gz.Body); !bytes.Equal(b, raw) {
+		t.Fatal("a compressed answer was changed")
+	}
+	if p, err := Patch(corev1.NodeCondition{Type: autonomyCondition, Status: corev1.ConditionTrue}); err != nil || !bytes.Contains(p, []byte(`"type":"Autonomy"`)) {
+		t.Fatalf("patch %s %v", p, err)
 	}
 }

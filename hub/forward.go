@@ -1,0 +1,199 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"time"
+
+	"nodehub/hub/remote"
+	"nodehub/hub/tokens"
+	"nodehub/wire"
+)
+
+// forward is step 6 of the pipeline (proxy.go): the request goes to a healthy cloud server
+// through the ReverseProxy, whose hooks are the rest of the step: Rewrite (the node's requests
+// lose the headers that speak for someone else), the transport (the balancer, as q.route says),
+// ModifyResponse (respond) and ErrorHandler (fallback).
+func (s *Server) forward(q *proxyRequest) {
+	ri := q.ri
+	if q.id == remote.Node {
+		if err := s.cfg.Credentials.Err(); err != nil {
+			wire.WriteStatus(q.w, ri.Accept, http.StatusServiceUnavailable, "nodehub: "+err.Error())
+			return
+		}
+	}
+	q.route = remote.Route{Identity: q.id, Stream: ri.Verb == wire.VerbWatch}
+	if q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) {
+		// A read the cache can answer does not wait on a black-holed link.
+		q.route.HeaderTimeout = s.cfg.HeartbeatTimeout
+		if t := time.Duration(ri.TimeoutSeconds) * time.Second / 2; t > 0 && t < q.route.HeaderTimeout {
+			q.route.HeaderTimeout = t // leave the client time to get the cached answer
+		}
+		q.route.OnSlow = func() bool { return s.local.CanAnswer(q.r, q.local) }
+	}
+	stop := context.AfterFunc(s.state.onlinePeriod(), q.cancel) // going offline ends it
+	q.onEnd(func() { stop() })
+	if q.local != nil && s.local.AnswersWrite(ri) {
+		q.kept = peekBody(q.r)
+		if q.kept != nil && isTokenRequest(ri) {
+			q.caller = tokens.Caller(q.local.Shared, q.r.Header.Get("Authorization"))
+		}
+	}
+	s.proxy.ServeHTTP(q.w, q.r.WithContext(context.WithValue(q.ctx, requestKey{}, q)))
+}
+
+func (s *Server) newReverseProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// The balancer sets scheme and host; the path and query go as the client sent them.
+			pr.Out.Host = ""
+			if q := requestOf(pr.In.Context()); q != nil && q.id == remote.Node {
+				stripIdentityHeaders(pr.Out.Header)
+			}
+		},
+		Transport: balancerTransport{s.balancer},
+		// Zero: a streamed response (a watch, or any body without Content-Length) is flushed after
+		// every write, so events reach the client as soon as they arrive; a sized body is not.
+		FlushInterval:  0,
+		BufferPool:     bufferPool{},
+		ErrorLog:       log.New(io.Discard, "", 0),
+		ModifyResponse: s.respond,
+		ErrorHandler:   s.fallback,
+	}
+}
+
+// balancerTransport sends a forwarded request through the balancer as its proxyRequest's route
+// says.
+type balancerTransport struct{ b *remote.Balancer }
+
+// RoundTrip implements http.RoundTripper.
+func (t balancerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var route remote.Route // Passthrough: no request gets the node's identity unless it says so
+	if q := requestOf(req.Context()); q != nil {
+		route = q.route
+	}
+	return t.b.Send(route, req)
+}
+
+// suspectAfter is how long a forwarded request waits for its answer before the server is probed
+// at once (see remote.Balancer.SuspectAfter): with a probe's timeout of 2 s, a black-holed link is
+// noticed within 2.5 s of a client's first request into it.
+const suspectAfter = 500 * time.Millisecond
+
+// errNotAPI marks a 5xx answer that is not the apiserver's own (a load balancer in front of it):
+// for a read, the cache answers instead.
+var errNotAPI = errors.New("nodehub: the cloud answered with a 5xx that is not an API Status")
+
+// respond is step 6 on the cloud's answer (ReverseProxy.ModifyResponse), before any byte of it
+// reaches the client, in this order: a read's 5xx that is not the apiserver's own goes to
+// fallback; the bytes are counted; a token request's answer is kept (tokens.go); the filters
+// rewrite it (filter.go); kubelet's GET of its node gets the Autonomy condition (hub/autonomy);
+// a token the cloud accepted is learnt as its ServiceAccount's (identity.go); the answer is teed
+// into its owner's cache (keep.go).
+func (s *Server) respond(resp *http.Response) error {
+	q := requestOf(resp.Request.Context())
+	if q == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil
+	}
+	ri := q.ri
+	if resp.StatusCode >= 500 && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && !isAPIStatus(resp) {
+		return errNotAPI
+	}
+	resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+	if q.caller != "" {
+		s.recordToken(q, resp)
+	}
+	if q.chain != nil && resp.StatusCode == http.StatusOK {
+		s.filter(q.chain, ri, resp)
+	}
+	if s.auto != nil && q.local != nil && q.local.Shared && s.isOwnNodeGet(ri) {
+		s.auto.Response(resp) // before the cache: it keeps what kubelet received
+	}
+	if q.local == nil {
+		return nil // no cache
+	}
+	s.keep(ri, s.learn(q, resp), resp)
+	return nil
+}
+
+// learn returns the owner a cloud answer is cached for: the request's own (q.local.Own), or, when
+// the cloud accepted a ServiceAccount's token, that ServiceAccount's, which the token reads and
+// writes from now on (hub/identity).
+func (s *Server) learn(q *proxyRequest, resp *http.Response) string {
+	if resp.StatusCode/100 == 2 {
+		if own := s.ids.Accepted(ownerComponent(q.ri), q.cred); own != "" {
+			return own
+		}
+	}
+	return q.local.Own
+}
+
+// fallback answers a forwarded request that got no answer from the cloud (ErrorHandler): 408 when
+// its body did not arrive in time; from the cache for a read (and for a watch once the cloud is
+// gone); the offline answer to a write the offline proxy answers (writefallback.go); else a 503
+// Status.
+func (s *Server) fallback(w http.ResponseWriter, r *http.Request, err error) {
+	q := requestOf(r.Context())
+	if q != nil && q.body != nil && q.body.expired() {
+		// The server cancelled the request when the body's deadline passed; the client still
+		// reads the answer.
+		wire.WriteStatus(w, q.ri.Accept, http.StatusRequestTimeout, "nodehub: the request body was not received in time")
+		return
+	}
+	if q == nil || q.r.Context().Err() != nil {
+		return // the client went away; nothing to answer
+	}
+	if rec, ok := w.(*recorder); ok && rec.status != 0 {
+		return // headers already went out (a watch cut mid-stream): just end it
+	}
+	s.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
+	v := q.ri.Verb
+	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !s.balancer.Healthy()) {
+		s.metrics.offline.Inc(verbLabel(v))
+		s.local.ServeHTTP(w, q.r, q.local)
+		return
+	}
+	if s.writeFallback(w, q) {
+		return
+	}
+	msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)
+	if errors.Is(err, remote.ErrNoHealthyBackend) {
+		msg = "nodehub: no healthy cloud server"
+	}
+	wire.WriteStatus(w, q.ri.Accept, http.StatusServiceUnavailable, msg)
+}
+
+// isAPIStatus reports whether an error answer comes from the apiserver (a Status in JSON or
+// protobuf) rather than from something in front of it.
+func isAPIStatus(resp *http.Response) bool {
+	t := wire.ParseMediaType(resp.Header.Get("Content-Type")).Type
+	return t == wire.MediaJSON || t == wire.MediaProtobuf
+}
+
+// countingBody counts the bytes read from the cloud.
+type countingBody struct {
+	io.ReadCloser
+	add func(n int)
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if n > 0 {
+		c.add(n)
+	}
+	return n, err
+}
+
+// bufferPool recycles the proxy's copy buffers (32 KiB each) instead of allocating one per request.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

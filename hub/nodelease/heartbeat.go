@@ -1,0 +1,189 @@
+package nodelease
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehub/wire"
+)
+
+// Heartbeat renews the lease in the cloud through rt while kubelet is alive, and only reads it
+// otherwise. rt sends a request whose URL is a path only to one server with the node's identity
+// (the hub's remote.Backend). Any answer short of a 5xx means the server is alive (nil error).
+func (l *Lease) Heartbeat(ctx context.Context, rt http.RoundTripper) error {
+	l.mu.Lock()
+	renew := l.now().Sub(l.kubeletSeen) <= l.GracePeriod
+	base := l.viewLocked()
+	l.mu.Unlock()
+
+	if !renew || base == nil || base.UID == "" {
+		code, cur, err := l.do(ctx, rt, http.MethodGet, l.NodeName, nil)
+		if err != nil {
+			return err
+		}
+		if !renew {
+			return l.settle(code)
+		}
+		switch {
+		case code == http.StatusNotFound:
+			return l.create(ctx, rt)
+		case cur == nil:
+			return l.settle(code)
+		}
+		base = l.view()
+	}
+	return l.renew(ctx, rt, base, true)
+}
+
+func (l *Lease) renew(ctx context.Context, rt http.RoundTripper, base *wire.Lease, retry bool) error {
+	l.stamp(base)
+	code, _, err := l.do(ctx, rt, http.MethodPut, l.NodeName, base)
+	if err != nil {
+		l.count("error")
+		return err
+	}
+	if code == http.StatusConflict && retry {
+		l.count("conflict")
+		code, cur, err := l.do(ctx, rt, http.MethodGet, l.NodeName, nil)
+		if err != nil || cur == nil {
+			return cmp.Or(err, l.settle(code))
+		}
+		return l.renew(ctx, rt, l.view(), false)
+	}
+	if code == http.StatusOK {
+		l.count("ok")
+	}
+	return l.settle(code)
+}
+
+func (l *Lease) create(ctx context.Context, rt http.RoundTripper) error {
+	lease := l.view()
+	if lease == nil {
+		lease = &wire.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.NodeName}}
+		sec := int32(defaultLeaseSec)
+		holder := l.NodeName
+		lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, &sec
+	}
+	lease.Namespace, lease.ResourceVersion, lease.UID = Namespace, "", ""
+	l.stamp(lease)
+	code, _, err := l.do(ctx, rt, http.MethodPost, "", lease)
+	if err != nil {
+		return err
+	}
+	if code == http.StatusCreated {
+		l.count("ok")
+	}
+	return l.settle(code)
+}
+
+// stamp sets the renew time, a holder if none, and the hub's labels and annotations.
+func (l *Lease) stamp(lease *wire.Lease) {
+	now := metav1.NewMicroTime(l.now())
+	lease.Spec.RenewTime = &now
+	if lease.Spec.HolderIdentity == nil {
+		h := l.NodeName
+		lease.Spec.HolderIdentity = &h
+	}
+	lease.Labels = merged(lease.Labels, l.Labels)
+	lease.Annotations = merged(lease.Annotations, l.Annotations)
+}
+
+// merged returns a copy of m with add's entries set (m itself when add is empty: m may be shared).
+func merged(m, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m)+len(add))
+	maps.Copy(out, m)
+	maps.Copy(out, add)
+	return out
+}
+
+func (l *Lease) count(result string) {
+	if l.Renewals != nil {
+		l.Renewals(result)
+	}
+}
+
+// settle turns a status code into the heartbeat's verdict, logging a change of code once.
+func (l *Lease) settle(code int) error {
+	l.mu.Lock()
+	changed := code != l.lastCode
+	l.lastCode = code
+	l.mu.Unlock()
+	if code >= 500 {
+		return fmt.Errorf("node lease: server answered %d", code)
+	}
+	if changed && code >= 400 && code != http.StatusNotFound && code != http.StatusConflict {
+		l.Log.Warn("node lease: cloud refused the hub's request", "code", code)
+	}
+	return nil
+}
+
+// do sends one JSON request for the lease through rt and, on 2xx, records the cloud's object.
+func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name string, body *wire.Lease) (int, *wire.Lease, error) {
+	path := "/apis/" + apiVersion + "/namespaces/" + Namespace + "/leases"
+	if name != "" {
+		path += "/" + name
+	}
+	var rd io.Reader
+	if body != nil {
+		body.APIVersion, body.Kind = apiVersion, "Lease"
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, path, rd) // rt fills in its server
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Accept", wire.MediaJSON)
+	req.Header.Set("User-Agent", "nodehub")
+	if body != nil {
+		req.Header.Set("Content-Type", wire.MediaJSON)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, nil, nil
+	}
+	var cur wire.Lease
+	if err := json.Unmarshal(data, &cur); err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("node lease: decode: %w", err)
+	}
+	l.mu.Lock()
+	if l.cloud == nil || newerRV(cur.ResourceVersion, l.cloud.ResourceVersion) {
+		l.cloud = &cur
+	}
+	l.mu.Unlock()
+	return resp.StatusCode, &cur, nil
+}
+
+// newerRV compares resourceVersions numerically when both are numbers (etcd's are), else treats
+// the new one as newer.
+func newerRV(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return x >= y
+}

@@ -1,0 +1,342 @@
+package nodelease
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehub/wire"
+)
+
+// fakeCloud is a kube-apiserver's lease endpoint for one node: get, create, and update with
+// resourceVersion checks. Tests make it answer other codes through fail.
+type fakeCloud struct {
+	mu      sync.Mutex
+	lease   *wire.Lease // nil: not found
+	rv      int
+	methods []string
+	fail    int // answer this code to every request while non-zero
+	bumpRV  bool
+}
+
+func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.methods = append(c.methods, r.Method)
+	if c.bumpRV && c.lease != nil { // someone else wrote the lease meanwhile
+		c.bumpRV = false
+		c.rv++
+		c.lease.ResourceVersion = strconv.Itoa(c.rv)
+	}
+	if c.fail != 0 {
+		http.Error(w, "failing", c.fail)
+		return
+	}
+	var in wire.Lease
+	if r.Body != nil {
+		data, _ := io.ReadAll(r.Body)
+		if len(data) > 0 {
+			if err := json.Unmarshal(data, &in); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+	}
+	switch r.Method {
+	case http.MethodGet:
+		if c.lease == nil {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+	case http.MethodPost:
+		if c.lease != nil {
+			http.Error(w, "exists", http.StatusConflict)
+			return
+		}
+		c.rv++
+		in.UID, in.ResourceVersion = "uid-1", strconv.Itoa(c.rv)
+		c.lease = &in
+		c.answer(w, http.StatusCreated)
+		return
+	case http.MethodPut:
+		if c.lease == nil {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		if in.ResourceVersion != c.lease.ResourceVersion {
+			http.Error(w, "conflict", http.StatusConflict)
+			return
+		}
+		c.rv++
+		in.UID, in.ResourceVersion = c.lease.UID, strconv.Itoa(c.rv)
+		c.lease = &in
+	}
+	c.answer(w, http.StatusOK)
+}
+
+func (c *fakeCloud) answer(w http.ResponseWriter, code int) {
+	w.Header().Set("Content-Type", wire.MediaJSON)
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(c.lease)
+}
+
+func (c *fakeCloud) took() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.methods
+	c.methods = nil
+	return m
+}
+
+// toServer sends path-only requests to one test server, as the hub's backend does.
+type toServer struct{ srv *httptest.Server }
+
+func (t toServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	u, _ := url.Parse(t.srv.URL)
+	req.URL.Scheme, req.URL.Host = u.Scheme, u.Host
+	return t.srv.Client().Transport.RoundTrip(req)
+}
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newTestLease(t *testing.T) (*Lease, *clock, *fakeCloud, http.RoundTripper, *[]string) {
+	t.Helper()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	l := New("node-a", 40*time.Second, slog.New(slog.DiscardHandler))
+	l.now = c.now
+	l.kubeletSeen = c.now()
+	var renewals []string
+	l.Renewals = func(r string) { renewals = append(renewals, r) }
+	cloud := &fakeCloud{}
+	srv := httptest.NewServer(cloud)
+	t.Cleanup(srv.Close)
+	return l, c, cloud, toServer{srv}, &renewals
+}
+
+// kubelet sends one request for the lease to l, as it would through the proxy port.
+func kubelet(t *testing.T, l *Lease, method, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r := httptest.NewRequest(method, path, rd)
+	if body != "" {
+		r.Header.Set("Content-Type", wire.MediaJSON)
+	}
+	ri, err := wire.ParseRequest(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Owns(ri) {
+		t.Fatalf("%s %s: not owned", method, path)
+	}
+	w := httptest.NewRecorder()
+	l.ServeHTTP(w, r, ri)
+	return w
+}
+
+const leasePath = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+
+func kubeletLease(renew time.Time) string {
+	return `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"node-a","namespace":"kube-node-lease"},` +
+		`"spec":{"holderIdentity":"node-a","leaseDurationSeconds":40,"renewTime":"` + renew.UTC().Format(metav1.RFC3339Micro) + `"}}`
+}
+
+func TestOwnsOnlyTheNodesLease(t *testing.T) {
+	l := New("node-a", time.Second, slog.New(slog.DiscardHandler))
+	for _, tt := range []struct {
+		method, path string
+		owns         bool
+	}{
+		{http.MethodGet, leasePath + "/node-a", true},
+		{http.MethodPut, leasePath + "/node-a", true},
+		{http.MethodPost, leasePath, true},
+		{http.MethodGet, leasePath + "/node-b", false},
+		{http.MethodPut, leasePath + "/node-b", false},
+		{http.MethodDelete, leasePath + "/node-a", false},
+		{http.MethodGet, leasePath, false}, // a list
+		{http.MethodGet, "/apis/coordination.k8s.io/v1/namespaces/default/leases/node-a", false},
+		{http.MethodGet, "/api/v1/namespaces/kube-node-lease/configmaps/node-a", false},
+	} {
+		ri, err := wire.ParseRequest(httptest.NewRequest(tt.method, tt.path, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Owns(ri); got != tt.owns {
+			t.Errorf("%s %s: Owns = %v, want %v", tt.method, tt.path, got, tt.owns)
+		}
+	}
+}
+
+func TestKubeletIsAnsweredFromTheHubsCopy(t *testing.T) {
+	l, c, _, _, _ := newTestLease(t)
+	if w := kubelet(t, l, http.MethodGet, leasePath+"/node-a", ""); w.Code != http.StatusNotFound {
+		t.Fatalf("get before anything: %d %s", w.Code, w.Body)
+	}
+	w := kubelet(t, l, http.MethodPost, leasePath, kubeletLease(c.t))
+	if w.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	var got wire.Lease
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "node-a" || got.ResourceVersion != "1" || got.Kind != "Lease" || *got.Spec.LeaseDurationSeconds != 40 {
+		t.Fatalf("create answered %+v", got)
+	}
+	if w := kubelet(t, l, http.MethodPut, leasePath+"/node-a", kubeletLease(c.t.Add(time.Second))); w.Code != http.StatusOK {
+		t.Fatalf("update: %d %s", w.Code, w.Body)
+	}
+	if w := kubelet(t, l, http.MethodGet, leasePath+"/node-a", ""); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"renewTime"`) {
+		t.Fatalf("get: %d %s", w.Code, w.Body)
+	}
+	r := httptest.NewRequest(http.MethodGet, leasePath+"/node-a", nil)
+	r.Header.Set("Accept", wire.MediaProtobuf)
+	ri, _ := wire.ParseRequest(r)
+	pw := httptest.NewRecorder()
+	l.ServeHTTP(pw, r, ri)
+	if pw.Code != http.StatusOK || pw.Header().Get("Content-Type") != wire.MediaProtobuf {
+		t.Fatalf("protobuf get: %d %q", pw.Code, pw.Header().Get("Content-Type"))
+	}
+	var back wire.Lease
+	if _, _, err := wire.DecodeProto(pw.Body.Bytes(), &back); err != nil || back.Name != "node-a" {
+		t.Fatalf("protobuf answer: %v %+v", err, back)
+	}
+}
+
+func TestKubeletsBadWritesAreRefused(t *testing.T) {
+	l, c, _, _, _ := newTestLease(t)
+	if w := kubelet(t, l, http.MethodPut, leasePath+"/node-a", "{not json"); w.Code != http.StatusBadRequest {
+		t.Errorf("bad body: %d", w.Code)
+	}
+	other := strings.Replace(kubeletLease(c.t), `"name":"node-a"`, `"name":"node-b"`, 1)
+	if w := kubelet(t, l, http.MethodPost, leasePath, other); w.Code != http.StatusForbidden {
+		t.Errorf("another node's lease: %d", w.Code)
+	}
+	huge := strings.Repeat(" ", maxBody+1)
+	if w := kubelet(t, l, http.MethodPut, leasePath+"/node-a", huge); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "larger") {
+		t.Errorf("oversized body: %d %s", w.Code, w.Body)
+	}
+	if w := kubelet(t, l, http.MethodGet, leasePath+"/node-a", ""); w.Code != http.StatusNotFound {
+		t.Errorf("after refused writes the hub has no lease, got %d", w.Code)
+	}
+}
+
+func TestHeartbeatCreatesThenRenewsWithKubeletsSpec(t *testing.T) {
+	l, c, cloud, rt, renewals := newTestLease(t)
+	l.Labels = map[string]string{"pool": "p1"}
+	ctx := context.Background()
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "GET,POST" {
+		t.Fatalf("first heartbeat without a cloud lease sent %s, want GET,POST", got)
+	}
+	if cloud.lease.Labels["pool"] != "p1" || *cloud.lease.Spec.HolderIdentity != "node-a" {
+		t.Fatalf("created %+v", cloud.lease)
+	}
+
+	kubelet(t, l, http.MethodPut, leasePath+"/node-a", kubeletLease(c.t))
+	c.t = c.t.Add(10 * time.Second)
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "PUT" {
+		t.Fatalf("renewal sent %s, want PUT", got)
+	}
+	if !cloud.lease.Spec.RenewTime.Time.Equal(c.t) {
+		t.Fatalf("cloud renew time %v, want the hub's now %v", cloud.lease.Spec.RenewTime.Time, c.t)
+	}
+	if w := kubelet(t, l, http.MethodGet, leasePath+"/node-a", ""); !strings.Contains(w.Body.String(), `"uid":"uid-1"`) {
+		t.Fatalf("kubelet is not shown the cloud's object: %s", w.Body)
+	}
+	if strings.Join(*renewals, ",") != "ok,ok" {
+		t.Fatalf("renewals counted %v", *renewals)
+	}
+}
+
+func TestHeartbeatRetriesOnceOnConflict(t *testing.T) {
+	l, _, cloud, rt, renewals := newTestLease(t)
+	ctx := context.Background()
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	cloud.took()
+	cloud.bumpRV = true
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "PUT,GET,PUT" {
+		t.Fatalf("conflicting renewal sent %s, want PUT,GET,PUT", got)
+	}
+	if strings.Join(*renewals, ",") != "ok,conflict,ok" {
+		t.Fatalf("renewals counted %v", *renewals)
+	}
+}
+
+func TestHeartbeatOnlyReadsAfterKubeletsGrace(t *testing.T) {
+	l, c, cloud, rt, _ := newTestLease(t)
+	ctx := context.Background()
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	cloud.took()
+	c.t = c.t.Add(41 * time.Second) // kubelet silent past its grace
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "GET" {
+		t.Fatalf("heartbeat after the grace sent %s, want GET only", got)
+	}
+	kubelet(t, l, http.MethodPut, leasePath+"/node-a", kubeletLease(c.t))
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "PUT" {
+		t.Fatalf("heartbeat once kubelet is back sent %s, want PUT", got)
+	}
+}
+
+func TestHeartbeatVerdicts(t *testing.T) {
+	l, _, cloud, rt, _ := newTestLease(t)
+	ctx := context.Background()
+	cloud.fail = http.StatusServiceUnavailable
+	if err := l.Heartbeat(ctx, rt); err == nil {
+		t.Fatal("a 503 is a failed heartbeat")
+	}
+	cloud.fail = http.StatusForbidden
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatalf("a 403 still means the server is alive: %v", err)
+	}
+	cloud.fail = 0
+	down := toServer{httptest.NewServer(http.NotFoundHandler())}
+	down.srv.Close()
+	if err := l.Heartbeat(ctx, down); err == nil {
+		t.Fatal("an unreachable server is a failed heartbeat")
+	}
+}
+
+func TestNewerRV(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{{"10", "9", true}, {"9", "10", false}, {"5", "5", true}, {"x", "10", true}} {
+		if got := newerRV(tt.a, tt.b); got != tt.want {
+			t.Errorf("newerRV(%q, %q) = %v", tt.a, tt.b, got)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package wire
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A watch answer written by WatchWriter reads back, event by event, through the watch splitter of
+// its content type: JSON lines and protobuf frames alike.
+func TestWatchWriterFramesReadBack(t *testing.T) {
+	for _, pb := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		ww := StartWatch(rec, pb, time.Second)
+		ww.APIVersion, ww.Kind = "v1", "Pod"
+		obj := []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"3"}}`)
+		if pb {
+			var err error
+			if obj, err = Convert(obj, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !ww.Send(EventAdded, obj) || !ww.Bookmark("4", true) || !ww.Flush() {
+			t.Fatal("write failed")
+		}
+		ww.End()
+		ct := rec.Header().Get("Content-Type")
+		if rec.Code != http.StatusOK || (pb != (ct == MediaProtobufWatch)) || !pb && ct != MediaJSON || rec.Header().Get("Cache-Control") != "no-cache, private" {
+			t.Fatalf("protobuf %v: %d %q", pb, rec.Code, ct)
+		}
+		var types []string
+		sp := NewWatchSplitter(ParseMediaType(ct), func(ev WatchEvent) error {
+			types = append(types, ev.Type)
+			return nil
+		})
+		if _, err := sp.Write(rec.Body.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(types, ",") != "ADDED,BOOKMARK" {
+			t.Fatalf("protobuf %v: events %v", pb, types)
+		}
+	}
+}
+
+func TestWatchTimeout(t *testing.T) {
+	if d := (&RequestInfo{}).WatchTimeout(time.Minute); d != time.Minute {
+		t.Fatal(d)
+	}
+	if d := (&RequestInfo{TimeoutSeconds: 7}).WatchTimeout(time.Minute); d != 7*time.Second {
+		t.Fatal(d)
+	}
+}
