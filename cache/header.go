@@ -3,7 +3,8 @@ package cache
 import (
 	"encoding/binary"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 )
 
 // The header is a sequence of length-prefixed strings (uvarint length, bytes) in a fixed order —
@@ -36,12 +37,8 @@ func appendString(b []byte, s string) []byte {
 
 func appendMap(b []byte, m map[string]string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(m)))
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // deterministic bytes: an unchanged object writes an identical file
-	for _, k := range keys {
+	// Sorted: deterministic bytes, so an unchanged object writes an identical file.
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		b = appendString(appendString(b, k), m[k])
 	}
 	return b

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -69,12 +70,7 @@ type hold struct {
 type slot struct{ holds []hold }
 
 func (sl *slot) find(owner int32) int {
-	for i := range sl.holds {
-		if sl.holds[i].owner == owner {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(sl.holds, func(h hold) bool { return h.owner == owner })
 }
 
 type listKey struct {

@@ -3,6 +3,7 @@ package cache
 import (
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"nodehub/wire"
@@ -36,21 +37,12 @@ type Policy struct {
 	Shared []string
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // Caches reports whether a response to this request would be cached, and as what kind of stream.
 func (p Policy) Caches(ri *wire.RequestInfo) (kind int, ok bool) {
-	if !ri.IsResource || ri.Component == "" || contains(p.Excluded, ri.Component) {
+	if !ri.IsResource || ri.Component == "" || slices.Contains(p.Excluded, ri.Component) {
 		return 0, false
 	}
-	if !contains(p.Agents, "*") && !contains(p.Agents, ri.Component) && ri.Component != SelfComponent && !contains(p.Shared, ri.Group+"/"+ri.Resource) {
+	if !slices.Contains(p.Agents, "*") && !slices.Contains(p.Agents, ri.Component) && ri.Component != SelfComponent && !slices.Contains(p.Shared, ri.Group+"/"+ri.Resource) {
 		return 0, false
 	}
 	if neverCached[ri.Resource] || (ri.Subresource != "" && ri.Subresource != "status") {

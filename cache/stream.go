@@ -5,7 +5,8 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -411,11 +412,7 @@ func (b *batch) reconcile(st *Stream) error {
 			return err
 		}
 	}
-	keys := make([]string, 0, len(st.seen))
-	for k := range st.seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(st.seen))
 	st.seen = nil
 	return b.w.store.PutList(b.r, ListRecord{Namespace: st.sel.Namespace, LabelSelector: st.sel.LabelSelector,
 		FieldSelector: st.sel.FieldSelector, ResourceVersion: st.listMeta.ResourceVersion, Complete: !b.full, At: time.Now().UTC(), Keys: keys,

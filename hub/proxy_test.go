@@ -51,7 +51,7 @@ const (
 // seen is one request as the fake cloud received it.
 type seen struct {
 	method, uri, auth, ua string
-	cert              bool // a client certificate was presented: the node's identity
+	cert                  bool // a client certificate was presented: the node's identity
 }
 
 // fakeCloud answers a pod get, a pod list and a pod watch (events sent by the test), a
