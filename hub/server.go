@@ -1,5 +1,8 @@
-// Package hub is nodehub's servers and routing: the proxy port node clients talk to, the hub's
-// own endpoints, and the wiring of the remote backends, their health checking and the node lease.
+// Package hub is nodehub put together: the servers (the proxy ports node clients and pods talk
+// to, the hub's own endpoints, the pool port), the request pipeline (proxy.go), and the parts it
+// composes — the remote backends and their health, the node lease, the cache and the offline
+// proxy, identity, tokens, autonomy, the pool, the topology source. Config (config.go) is its
+// contract with main; docs/ARCHITECTURE.md is the map.
 package hub
 
 import (
@@ -29,111 +32,6 @@ import (
 	"nodehub/hub/topology"
 	"nodehub/pool"
 )
-
-// Config is everything the hub needs, filled from flags by main. Its zero value works once
-// Servers is set: every zero field either means "none"/"off" as its comment says or gets the
-// default setDefaults (config.go) gives it, which are YurtHub's defaults.
-type Config struct {
-	// NodeName is this node's name (default: the host name, lower-cased).
-	NodeName string
-	// NodePoolName is this node's pool ("" none): the servicetopology filter and pool sharing use it.
-	NodePoolName string
-	// Servers are the cloud kube-apiservers, "https://host:port" or "host:port" (required).
-	Servers []string
-	// LBMode is RoundRobin (default) or Priority: how requests spread over healthy servers.
-	LBMode string
-
-	// ProxyAddr is host:port of the plain-HTTP proxy port; HubAddr of the hub's own endpoints
-	// (default for each: a free port on 127.0.0.1; Addrs says which).
-	ProxyAddr, HubAddr string
-
-	// HeartbeatInterval is the time between two heartbeats (node lease renewals) to each server
-	// (default 10s); HeartbeatTimeout bounds one heartbeat and one connect (default 2s).
-	HeartbeatInterval time.Duration
-	HeartbeatTimeout  time.Duration
-	// HeartbeatFailed failures make a server unhealthy (default 3); HeartbeatHealthy successes
-	// make it healthy again (default 2).
-	HeartbeatFailed  int
-	HeartbeatHealthy int
-	// KubeletGracePeriod: the hub stops renewing the node lease when kubelet sent no lease request
-	// for this long (default 40s).
-	KubeletGracePeriod time.Duration
-
-	// Credentials are the node's identity towards the cloud (nil: none; no client certificate is
-	// presented and the system's CA roots verify the servers).
-	Credentials Credentials
-	// SecureAddrs are host:port the HTTPS proxy port for pods listens on (first one required to
-	// exist on the host; others, like the dummy interface's address, are bound when they appear).
-	// Requests there must carry a bearer token, forwarded as is. Empty: no secure port.
-	SecureAddrs []string
-	// ServingCert is the hub's serving certificate hook (ServingCertificate), which the secure
-	// port and the pool port serve; required with either.
-	ServingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token (the
-	// endpoint then answers that it is not available).
-	SetToken func(string) error
-	// Profiling serves /debug/pprof/ on the hub port.
-	Profiling bool
-	// RemoteMetrics serves /metrics to any address the hub port is reached at; by default the
-	// hub API answers only loopback (health and readiness excepted).
-	RemoteMetrics bool
-	// Log receives the hub's logs (default slog.Default()).
-	Log *slog.Logger
-
-	// RootDir is --root-dir: the hub's own files (which tokens belong to which ServiceAccount);
-	// "": kept in memory only.
-	RootDir string
-	// CacheDir is the local cache directory; "" disables caching (and the offline proxy).
-	CacheDir string
-	// CachePolicy says which components' reads are cached (zero: only the hub's own).
-	CachePolicy cache.Policy
-	// CacheSyncInterval is how often cache writes are made durable, one syncfs per interval
-	// (default 1s).
-	CacheSyncInterval time.Duration
-	// GCFrequency is how often the cache is collected; cached events older than it are removed
-	// (default 120 minutes).
-	GCFrequency time.Duration
-	// Filters configures the response filters (zero: filtering off).
-	Filters filter.Config
-	// CacheMaxBytes stops the caching of new objects past that size (0: no limit).
-	CacheMaxBytes int64
-	// MaxInFlight bounds the proxied requests served at once (watches and exec, attach and
-	// port-forward upgrades not counted); beyond it clients get 429 with Retry-After. The node's
-	// own clients (over loopback, without a credential of their own) and everyone else each have
-	// a budget of MaxInFlight, so pods cannot starve kubelet. 0: no bound.
-	MaxInFlight int
-	// BodyTimeout bounds the time a client takes to send a request body on the proxy ports
-	// (answered 408 past it). 0: DefaultBodyTimeout.
-	BodyTimeout time.Duration
-	// DummyIf is the hub's address on the node (--enable-dummy-if and friends; zero: none).
-	DummyIf DummyIf
-	// StaticPodPath is kubelet's manifest directory, where an OTA upgrade of a static pod writes
-	// ("": static pods cannot be upgraded).
-	StaticPodPath string
-	// Pool configures pool sharing (list/watch of pool-scope resources from shared stores; zero:
-	// off).
-	Pool PoolConfig
-}
-
-// DummyIf is the hub's own address on the node: a link (Name) holding IP, kept in place by the
-// hub, on which the proxy ports listen too (pods reach the hub there). Zero: none.
-type DummyIf struct {
-	Enabled bool
-	Name    string
-	IP      net.IP
-	// Cleanup removes the link when the hub stops (YurtHub keeps it by default).
-	Cleanup bool
-}
-
-// ExtraHosts are the addresses, besides the configured bind addresses, the proxy ports listen on:
-// the dummy link's IP when enabled. Requests arriving there never get the node's identity (see
-// serveProxy's accept step); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
-func (c Config) ExtraHosts() []string {
-	if c.DummyIf.Enabled && c.DummyIf.IP != nil {
-		return []string{c.DummyIf.IP.String()}
-	}
-	return nil
-}
 
 // Server is a running hub. Build it with New, start it with Run.
 type Server struct {
