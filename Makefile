@@ -59,7 +59,7 @@ controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from t
 	sh test/e2e/controlplane/build.sh
 
 e2e: deps controlplane ## end-to-end tests against the real control plane
-	cd test/e2e && go test -count=1 -timeout 30m ./...
+	cd test/e2e && go test -count=1 -timeout 45m ./...
 
 test: deps vet unit e2e ## everything CI runs (.ci/run); installs what it needs first
 
