@@ -504,3 +504,27 @@ func TestPolicySharedResourcesCachedForEveryComponent(t *testing.T) {
 		t.Fatal("an excluded component cached")
 	}
 }
+
+// Queues keyed by owner go away once idle: a node where every pod brings a token of its own must
+// not keep a queue (and its batch) per owner for the life of the process.
+func TestWriterQueuesOfIdleOwnersAreRetired(t *testing.T) {
+	s := openStore(t)
+	m := &Manager{Policy: Policy{Agents: []string{"*"}}, Store: s, Writer: NewWriter(s, 0, nil)}
+	for i := 0; i < 200; i++ {
+		owner := fmt.Sprintf("pod%d@%08x", i, i)
+		respond(t, m, http.MethodGet, "/api/v1/namespaces/default/pods/p", owner, podJSON(t, pod("p", "edge-1", "5", nil)))
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for m.Writer.Queues() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := m.Writer.Queues(); n != 0 {
+		t.Fatalf("%d writer queues kept after 200 owners went idle", n)
+	}
+	// A retired owner writes again: a new queue, and the object is there.
+	respond(t, m, http.MethodGet, "/api/v1/namespaces/default/pods/p", "pod7@00000007", podJSON(t, pod("p", "edge-1", "6", nil)))
+	h, _, err := s.Get(Key{Resource: Resource{Owner: "pod7@00000007", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "p"})
+	if err != nil || h.ResourceVersion != "6" {
+		t.Fatalf("after the queue came back: %+v %v", h, err)
+	}
+}

@@ -36,6 +36,10 @@ type Stream struct {
 	discoveryPath, discoveryType string
 
 	// Writer-side state.
+	// cur is the batch of the goroutine feeding the stream now: the splitters' callbacks write
+	// into it, not into the batch of the goroutine that made them (an idle queue is retired, and
+	// a watch's next event arrives at a new queue with a new batch).
+	cur       *batch
 	list      wire.ListSplitter
 	watch     wire.WatchSplitter
 	buf       []byte
@@ -80,6 +84,7 @@ func (st *Stream) feed(b *batch, data []byte) {
 }
 
 func (st *Stream) parse(b *batch, data []byte) {
+	st.cur = b
 	var err error
 	switch st.kind {
 	case StreamList:
@@ -90,16 +95,16 @@ func (st *Stream) parse(b *batch, data []byte) {
 					st.listMeta = m
 					// Same resourceVersion as the last complete answer to this list: nothing in
 					// the cluster changed since, so neither did the objects on disk.
-					rec, err := b.w.store.List(st.r, st.sel.Namespace, st.sel.LabelSelector, st.sel.FieldSelector)
+					rec, err := st.cur.w.store.List(st.r, st.sel.Namespace, st.sel.LabelSelector, st.sel.FieldSelector)
 					st.unchanged = err == nil && rec.Complete && m.ResourceVersion != "" && rec.ResourceVersion == m.ResourceVersion && !st.page
 				},
-				Item: func(raw []byte) error { return b.put(st, raw) },
+				Item: func(raw []byte) error { return st.cur.put(st, raw) },
 			})
 		}
 		_, err = st.list.Write(data)
 	case StreamWatch:
 		if st.watch == nil {
-			st.watch = wire.NewWatchSplitter(st.media, func(ev wire.WatchEvent) error { return b.event(st, ev) })
+			st.watch = wire.NewWatchSplitter(st.media, func(ev wire.WatchEvent) error { return st.cur.event(st, ev) })
 		}
 		_, err = st.watch.Write(data)
 	}
@@ -114,6 +119,7 @@ func (st *Stream) parse(b *batch, data []byte) {
 
 // finish handles the end of the response (writer goroutine).
 func (st *Stream) finish(b *batch, ok bool) {
+	st.cur = b
 	if st.gzip && ok && !st.failed {
 		st.gunzip(b)
 	}

@@ -66,7 +66,10 @@ type queue struct {
 	ops     []op
 	running bool
 	dropped bool
-	kick    chan struct{} // wakes a goroutine waiting out Delay when new ops arrive
+	// gone is set once the idle queue has left the writer's map (queues keyed by owner must not
+	// pile up: every pod with a token of its own is an owner); an enqueue that finds it looks again.
+	gone bool
+	kick chan struct{} // wakes a goroutine waiting out Delay when new ops arrive
 }
 
 type op struct {
@@ -87,11 +90,39 @@ func (w *Writer) enqueue(r Resource, o op) bool {
 		w.queued.Add(-n)
 		return false
 	}
+	for {
+		q := w.queue(r)
+		if q == nil {
+			w.queued.Add(-n)
+			return false
+		}
+		q.mu.Lock()
+		if q.gone {
+			q.mu.Unlock()
+			continue
+		}
+		q.ops = append(q.ops, o)
+		start := !q.running
+		q.running = true
+		q.mu.Unlock()
+		if start {
+			go w.run(q)
+		} else {
+			select {
+			case q.kick <- struct{}{}:
+			default:
+			}
+		}
+		return true
+	}
+}
+
+// queue returns r's queue, made if there is none; nil once the writer is closed.
+func (w *Writer) queue(r Resource) *queue {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.closed {
-		w.mu.Unlock()
-		w.queued.Add(-n)
-		return false
+		return nil
 	}
 	q := w.queues[r]
 	if q == nil {
@@ -99,33 +130,48 @@ func (w *Writer) enqueue(r Resource, o op) bool {
 		q.b = newBatch(w, r)
 		w.queues[r] = q
 	}
-	w.mu.Unlock()
+	return q
+}
 
+// retire removes an idle queue from the map: nothing queued, pending or remembered (a batch that
+// skipped objects for --cache-max-bytes keeps its queue, so a list still streaming is not
+// recorded complete by a new batch). The goroutine has ended when it is called.
+func (w *Writer) retire(q *queue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	q.mu.Lock()
-	q.ops = append(q.ops, o)
-	start := !q.running
-	q.running = true
-	q.mu.Unlock()
-	if start {
-		go w.run(q)
-	} else {
-		select {
-		case q.kick <- struct{}{}:
-		default:
-		}
+	defer q.mu.Unlock()
+	b := q.b
+	if q.running || len(q.ops) > 0 || q.dropped || len(b.order) > 0 || len(b.bookmarks) > 0 || b.full || w.queues[q.r] != q {
+		return
 	}
-	return true
+	q.gone = true
+	delete(w.queues, q.r)
+}
+
+// Queues returns how many resource queues the writer holds (idle ones are retired).
+func (w *Writer) Queues() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queues)
 }
 
 // markDropped records that a queue lost data; its goroutine marks the lists on disk.
 func (w *Writer) markDropped(r Resource) {
-	w.mu.Lock()
-	q := w.queues[r]
-	w.mu.Unlock()
-	if q != nil {
+	for q := w.queue(r); q != nil; q = w.queue(r) {
 		q.mu.Lock()
+		if q.gone {
+			q.mu.Unlock()
+			continue
+		}
 		q.dropped = true
+		start := !q.running
+		q.running = true
 		q.mu.Unlock()
+		if start { // a retired queue's mark must still reach the disk
+			go w.run(q)
+		}
+		break
 	}
 	if w.OnDrop != nil {
 		w.OnDrop(r)
@@ -151,6 +197,7 @@ func (w *Writer) run(q *queue) {
 			if len(b.order) == 0 && len(b.bookmarks) == 0 {
 				q.running = false
 				q.mu.Unlock()
+				w.retire(q)
 				return
 			}
 			q.mu.Unlock()
