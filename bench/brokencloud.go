@@ -2,14 +2,11 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -52,8 +49,8 @@ func benchBrokenCloud(e *env, o options) error {
 		filler(w, 100<<20)
 		return true
 	}
-	bombObj := bomb(`{"kind":"ConfigMap","apiVersion":"v1",`+item[1:], 70<<20, `"}}`)
-	bombList := bomb(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`+item, 70<<20, `"}}]}`)
+	bombObj := harness.GzipBomb(`{"kind":"ConfigMap","apiVersion":"v1",`+item[1:], 70<<20, `"}}`)
+	bombList := harness.GzipBomb(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`+item, 70<<20, `"}}]}`)
 	gz := func(b []byte) func(w http.ResponseWriter, r *http.Request) bool {
 		return func(w http.ResponseWriter, r *http.Request) bool {
 			if !strings.HasPrefix(r.URL.Path, list) || r.URL.Query().Get("watch") != "" {
@@ -79,9 +76,8 @@ func benchBrokenCloud(e *env, o options) error {
 		{"a gzip bomb get (" + strconv.Itoa(len(bombObj)>>10) + " KiB → 70 MiB), to kubelet (filtered: 502 at 16 MiB)", "kubelet", list + "/big", "", "gzip", gz(bombObj)},
 		{"a gzip bomb list (" + strconv.Itoa(len(bombList)>>10) + " KiB → 70 MiB), to coredns (the cache decompresses it: gives up at 16 MiB)", "coredns", list, "", "gzip", gz(bombList)},
 	} {
-		e.n++
-		dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		dir, err := e.hubDir()
+		if err != nil {
 			return err
 		}
 		h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: fc.URL, Args: []string{"--v=2"}})
@@ -120,19 +116,6 @@ func filler(w io.Writer, n int) {
 			return
 		}
 	}
-}
-
-func bomb(head string, n int, tail string) []byte {
-	var b bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
-	zw.Write([]byte(head))
-	zeros := bytes.Repeat([]byte{'0'}, 1<<20)
-	for i := 0; i < n; i += len(zeros) {
-		zw.Write(zeros)
-	}
-	zw.Write([]byte(tail))
-	zw.Close()
-	return b.Bytes()
 }
 
 // drain sends a GET through the hub's proxy port with the node's identity as component ua and

@@ -25,16 +25,11 @@ var defaultHealthFlags = []string{"--v=2", "--heartbeat-interval-seconds=10", "-
 // return noticed and offline watches ended, what probing costs per hour offline, and a cold start
 // in the black hole to the first cached answer.
 func benchHealth(e *env, o options) error {
-	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	relay, dir, err := e.relay()
 	if err != nil {
 		return err
 	}
 	defer relay.Refuse()
-	e.n++
-	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	start := func(noWait bool) (*harness.Hub, error) {
 		return e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: relay.URL(), NoWait: noWait, Args: defaultHealthFlags})
 	}

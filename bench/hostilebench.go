@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,16 +17,11 @@ import (
 // offline, 20 creates of 3 MiB events and 8 concurrent lists of them (4 JSON, 4 protobuf). The
 // e2e suite "Hostile clients" asserts the bound on the same workload.
 func benchHostile(e *env, o options) error {
-	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	relay, dir, err := e.relay()
 	if err != nil {
 		return err
 	}
 	defer relay.Refuse()
-	e.n++
-	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: relay.URL(), Args: []string{"--v=2", "--heartbeat-timeout-seconds=1"}})
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,16 +34,11 @@ func benchKubelet(e *env, o options) error {
 	if err := e.c.BindNodeProxier(ctx, node); err != nil {
 		return err
 	}
-	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	relay, dir, err := e.relay()
 	if err != nil {
 		return err
 	}
 	defer relay.Close()
-	e.n++
-	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	// Default health flags (the harness's fast heartbeat undone).
 	h, err := e.c.StartHub(ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: relay.URL(),
 		Args: []string{"--v=2", "--heartbeat-interval-seconds=10", "--node-name=" + node, "--client-cert=" + cert, "--client-key=" + key}})

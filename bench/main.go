@@ -63,11 +63,32 @@ type env struct {
 	gen int // the pool benchmark's update counter
 }
 
-// startHub starts a hub of its own for one section.
-func (e *env) startHub(args ...string) (*harness.Hub, error) {
+// hubDir makes a fresh directory for one hub of a section.
+func (e *env) hubDir() (string, error) {
 	e.n++
 	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// relay puts a relay in front of the first apiserver (to black-hole or refuse the link) and makes
+// a fresh hub directory; the caller closes the relay.
+func (e *env) relay() (*harness.Relay, string, error) {
+	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := e.hubDir()
+	if err != nil {
+		relay.Close()
+		return nil, "", err
+	}
+	return relay, dir, nil
+}
+
+// startHub starts a hub of its own for one section.
+func (e *env) startHub(args ...string) (*harness.Hub, error) {
+	dir, err := e.hubDir()
+	if err != nil {
 		return nil, err
 	}
 	h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir,

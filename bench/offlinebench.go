@@ -3,9 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"nodehub/e2e/harness"
@@ -16,16 +13,11 @@ import (
 // offline to its first cached answer, and the time from a black-holed cloud to the first cached
 // answer with default flags.
 func benchOffline(e *env, o options) error {
-	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	relay, dir, err := e.relay()
 	if err != nil {
 		return err
 	}
 	defer relay.Refuse()
-	e.n++
-	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	start := func(noWait bool) (*harness.Hub, error) {
 		h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: relay.URL(), NoWait: noWait,
 			Args: []string{"--v=2", "--heartbeat-interval-seconds=10", "--heartbeat-timeout-seconds=2", "--cache-agents=kubelet,json-agent"}})

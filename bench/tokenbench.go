@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -54,16 +53,11 @@ func benchTokens(e *env, o options) error {
 	if err != nil {
 		return err
 	}
-	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	relay, dir, err := e.relay()
 	if err != nil {
 		return err
 	}
 	defer relay.Refuse()
-	e.n++
-	dir := filepath.Join(e.dir, fmt.Sprintf("hub-%d", e.n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir, Servers: relay.URL(), Args: []string{"--v=2"}})
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -118,8 +117,8 @@ func TestBrokenCloud(t *testing.T) {
 
 	t.Run("gzip bombs", func(t *testing.T) {
 		obj := `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"bomb","namespace":"` + bcNS + `","resourceVersion":"99999999"},"data":{"x":"`
-		bomb := gzipBomb(t, obj, 70<<20, `"}}`) // ~70 KB compressed, 70 MiB plain
-		list := gzipBomb(t, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`+strings.TrimPrefix(obj, `{"kind":"ConfigMap","apiVersion":"v1",`), 70<<20, `"}}]}`)
+		bomb := harness.GzipBomb(obj, 70<<20, `"}}`) // ~70 KB compressed, 70 MiB plain
+		list := harness.GzipBomb(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`+strings.TrimPrefix(obj, `{"kind":"ConfigMap","apiVersion":"v1",`), 70<<20, `"}}]}`)
 		t.Logf("gzip bombs: %d / %d bytes compressed, 70 MiB plain", len(bomb), len(list))
 		fc.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
 			var b []byte
@@ -279,20 +278,6 @@ func writeFiller(w io.Writer, n int) error {
 		}
 	}
 	return nil
-}
-
-// gzipBomb compresses head, n zeros and tail.
-func gzipBomb(t *testing.T, head string, n int, tail string) []byte {
-	var b bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
-	zw.Write([]byte(head))
-	zeros := bytes.Repeat([]byte{'0'}, 1<<20)
-	for i := 0; i < n; i += len(zeros) {
-		zw.Write(zeros)
-	}
-	zw.Write([]byte(tail))
-	zw.Close()
-	return b.Bytes()
 }
 
 // hubGetErr sends a GET through the hub's proxy port with the node's identity (no credentials,

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -89,4 +91,18 @@ func (fc *FakeCloud) Close() {
 	close(fc.done)
 	fc.srv.CloseClientConnections()
 	fc.srv.Close()
+}
+
+// GzipBomb compresses head, n zeros and tail: a few dozen KiB that inflate to n bytes.
+func GzipBomb(head string, n int, tail string) []byte {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	zw.Write([]byte(head))
+	zeros := bytes.Repeat([]byte{'0'}, 1<<20)
+	for i := 0; i < n; i += len(zeros) {
+		zw.Write(zeros)
+	}
+	zw.Write([]byte(tail))
+	zw.Close()
+	return b.Bytes()
 }
