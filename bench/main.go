@@ -45,7 +45,7 @@ func main() {
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
-	flag.StringVar(&o.only, "only", "", "run one section: latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud or kubelet")
+	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud or kubelet")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -87,11 +87,16 @@ func (e *env) relay() (*harness.Relay, string, error) {
 
 // startHub starts a hub of its own for one section.
 func (e *env) startHub(args ...string) (*harness.Hub, error) {
+	return e.startHubBin(e.bin, args...)
+}
+
+// startHubBin starts a hub of its own from another build of nodehub.
+func (e *env) startHubBin(bin string, args ...string) (*harness.Hub, error) {
 	dir, err := e.hubDir()
 	if err != nil {
 		return nil, err
 	}
-	h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: e.bin, Dir: dir,
+	h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: bin, Dir: dir,
 		Args: append([]string{"--v=2", "--heartbeat-interval-seconds=10"}, args...), Env: strings.Fields(os.Getenv("HUB_ENV"))})
 	if err != nil {
 		return nil, err
@@ -122,6 +127,11 @@ func run(o options) error {
 		return err
 	}
 	defer e.c.Stop()
+	if o.only == "idle" {
+		if err := benchIdle(e, o); err != nil {
+			return err
+		}
+	}
 	if o.only == "" || o.only == "latency" {
 		if err := benchLatency(e, o); err != nil {
 			return err

@@ -42,11 +42,22 @@ func benchProfile(e *env, o options) error {
 		args = append(args, "--pool-scope-resources=")
 		sharing = "no shared store: kube-proxy and coredns each list and watch the cloud, and the cache stores the bytes they both read once"
 	}
+	heapDir := os.Getenv("BENCH_HEAP_DIR") // heap profiles of the hub (then run with --profiling) at each stage
+	if heapDir != "" {
+		args = append(args, "--profiling")
+	}
 	h, err := e.startHub(args...)
 	if err != nil {
 		return err
 	}
 	defer h.Stop()
+	saveHeap := func(stage string) {
+		if heapDir != "" {
+			if err := saveHeapProfile(h.HubURL, filepath.Join(heapDir, "heap-"+stage+".pb.gz")); err != nil {
+				fmt.Fprintln(os.Stderr, "heap profile:", err)
+			}
+		}
+	}
 	disk, err := realDisk(h.CacheDir)
 	if err != nil {
 		return err
@@ -56,6 +67,7 @@ func benchProfile(e *env, o options) error {
 	time.Sleep(o.idle / 2)
 	idle, _ := rssKiB(h)
 	idleSplit := rssSplit(h)
+	saveHeap("idle")
 
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -66,6 +78,7 @@ func benchProfile(e *env, o options) error {
 	}
 	time.Sleep(6 * time.Second) // the hub gives back a burst's free heap within 5 s
 	listed, _ := rssKiB(h)
+	saveHeap("listed")
 
 	slow, err := churnPhase(e, h, ns, o.services, 10, o.profile, 0)
 	if err != nil {
@@ -77,6 +90,7 @@ func benchProfile(e *env, o options) error {
 		return err
 	}
 	end, _ := rssKiB(h)
+	saveHeap("end")
 	if os.Getenv("BENCH_DUMP") != "" { // the hub's goroutines, for a look (SIGQUIT)
 		_ = h.Signal(syscall.SIGQUIT)
 		time.Sleep(time.Second)
