@@ -81,7 +81,9 @@ func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, "nodehub: the pool's leader cannot reach the cloud")
 		return
 	}
-	sv := Serving{Info: ri, BookmarkEvery: time.Second, Alive: func() bool { return p.Leading() && p.online() }}
+	// Followers give a leader up after LeaderTimeout of silence: a bookmark every second, and at
+	// least three within that timeout, so one late bookmark on a loaded node is not a failover.
+	sv := Serving{Info: ri, BookmarkEvery: min(time.Second, p.cfg.LeaderTimeout/3), Alive: func() bool { return p.Leading() && p.online() }}
 	if ri.Verb == wire.VerbWatch {
 		ri.AllowWatchBookmarks = true // followers tell a dead leader by its silence
 		if p.cfg.OnPeerWatch != nil {

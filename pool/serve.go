@@ -19,7 +19,8 @@ type Serving struct {
 	Info      *wire.RequestInfo
 	Transform Transform
 	// BookmarkEvery is how often a watch that allows bookmarks gets one (default 10 s; the leader
-	// sends followers one every second, which is how they notice it is gone).
+	// sends followers one every second, or three per LeaderTimeout if that is shorter, which is
+	// how they notice it is gone).
 	BookmarkEvery time.Duration
 	// Alive, if set, is asked at every bookmark: false ends the watch (a leader cut off from the
 	// cloud must not reassure its followers with bookmarks over stale data).
