@@ -123,15 +123,7 @@ func filler(w io.Writer, n int) {
 func drain(proxy, ua, path, accept, enc string) (int, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", proxy+path, nil)
-	req.Header.Set("User-Agent", ua+"/v1.0")
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	if enc != "" {
-		req.Header.Set("Accept-Encoding", enc)
-	}
-	resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+	resp, err := harness.NodeGet(ctx, proxy, ua, path, accept, enc)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -285,16 +285,7 @@ func writeFiller(w io.Writer, n int) error {
 func hubGetErr(proxy, ua, path, accept, encoding string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", proxy+path, nil)
-	req.Header.Set("User-Agent", ua+"/v1.0")
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	if encoding != "" {
-		req.Header.Set("Accept-Encoding", encoding)
-	}
-	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
-	resp, err := c.Do(req)
+	resp, err := harness.NodeGet(ctx, proxy, ua, path, accept, encoding)
 	if err != nil {
 		return 0, nil, err
 	}

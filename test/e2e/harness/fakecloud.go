@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -105,4 +106,22 @@ func GzipBomb(head string, n int, tail string) []byte {
 	zw.Write([]byte(tail))
 	zw.Close()
 	return b.Bytes()
+}
+
+// NodeGet sends a GET through a hub's proxy port with the node's identity (no credentials, over
+// loopback) as component ua ("<ua>/v1.0"), asking for accept and encoding when set, and leaves the
+// body compressed as it came.
+func NodeGet(ctx context.Context, proxy, ua, path, accept, encoding string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, proxy+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", ua+"/v1.0")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if encoding != "" {
+		req.Header.Set("Accept-Encoding", encoding)
+	}
+	return (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
 }
