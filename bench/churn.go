@@ -31,14 +31,7 @@ type churnFigures struct {
 // rate per second for d, from 8 workers, and measures the hub over it (after its writes settle).
 func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Duration, first int) (churnFigures, error) {
 	f := churnFigures{rate: rate}
-	cpu0, _ := cpuTime(h.Pid())
-	d0, _ := diskWriteBytes(h.Pid())
-	w0, _ := h.Metric("nodehub_cache_written_bytes_total")
-	r0, _ := h.Metric("nodehub_cache_files_written_total")
-	s0, _ := h.Metric("nodehub_cache_syncs_total")
-	c0, _ := h.Metric("nodehub_cache_compaction_written_bytes_total")
-	x0, _ := h.Metric(`nodehub_cache_dropped_total{resource="endpointslices"}`)
-	e0, _ := h.Metric(`nodehub_cache_errors_total{resource="endpointslices"}`)
+	before := snapshotHub(h)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
@@ -75,21 +68,15 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 	// apiserver's watch can deliver them many seconds late when it is loaded.
 	for i := 0; i < 120; i++ {
 		time.Sleep(time.Second)
-		if r, _ := h.Metric("nodehub_cache_files_written_total"); r-r0 >= float64(f.updates) {
+		if r, _ := h.Metric("nodehub_cache_files_written_total"); r-before.records >= float64(f.updates) {
 			break
 		}
 	}
 	time.Sleep(1500 * time.Millisecond)
-	cpu1, _ := cpuTime(h.Pid())
-	d1, _ := diskWriteBytes(h.Pid())
-	w1, _ := h.Metric("nodehub_cache_written_bytes_total")
-	r1, _ := h.Metric("nodehub_cache_files_written_total")
-	s1, _ := h.Metric("nodehub_cache_syncs_total")
-	c1, _ := h.Metric("nodehub_cache_compaction_written_bytes_total")
-	x1, _ := h.Metric(`nodehub_cache_dropped_total{resource="endpointslices"}`)
-	e1, _ := h.Metric(`nodehub_cache_errors_total{resource="endpointslices"}`)
-	f.dropped, f.errors = max(x1, 0)-max(x0, 0), max(e1, 0)-max(e0, 0)
-	f.cpu, f.blockWrites, f.fileBytes, f.records, f.syncs, f.compacted = cpu1-cpu0, d1-d0, w1-w0, r1-r0, s1-s0, c1-c0
+	after := snapshotHub(h)
+	f.dropped, f.errors = max(after.dropped, 0)-max(before.dropped, 0), max(after.errors, 0)-max(before.errors, 0)
+	f.cpu, f.blockWrites, f.fileBytes = after.cpu-before.cpu, after.disk-before.disk, after.written-before.written
+	f.records, f.syncs, f.compacted = after.records-before.records, after.syncs-before.syncs, after.compacted-before.compacted
 	f.afterKiB, _ = rssKiB(h)
 	return f, nil
 }
@@ -147,4 +134,24 @@ func parentDir(p string) string {
 		}
 	}
 	return "/"
+}
+
+// hubCounters are the hub's counters a churn phase reports the difference of.
+type hubCounters struct {
+	cpu                                                 time.Duration
+	disk                                                int64
+	written, records, syncs, compacted, dropped, errors float64
+}
+
+func snapshotHub(h *harness.Hub) hubCounters {
+	var c hubCounters
+	c.cpu, _ = cpuTime(h.Pid())
+	c.disk, _ = diskWriteBytes(h.Pid())
+	c.written, _ = h.Metric("nodehub_cache_written_bytes_total")
+	c.records, _ = h.Metric("nodehub_cache_files_written_total")
+	c.syncs, _ = h.Metric("nodehub_cache_syncs_total")
+	c.compacted, _ = h.Metric("nodehub_cache_compaction_written_bytes_total")
+	c.dropped, _ = h.Metric(`nodehub_cache_dropped_total{resource="endpointslices"}`)
+	c.errors, _ = h.Metric(`nodehub_cache_errors_total{resource="endpointslices"}`)
+	return c
 }
