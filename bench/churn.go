@@ -2,6 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +36,18 @@ type churnFigures struct {
 // rate per second for d, from 8 workers, and measures the hub over it (after its writes settle).
 func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Duration, first int) (churnFigures, error) {
 	f := churnFigures{rate: rate}
+	cpuDir := os.Getenv("BENCH_CPU_DIR") // CPU profiles of the hub (needs --profiling: set BENCH_HEAP_DIR too)
+	if cpuDir != "" && first == 0 {
+		idleCPU(h, cpuDir, 20*time.Second)
+	}
+	var profiled chan struct{}
+	if cpuDir != "" {
+		profiled = make(chan struct{})
+		go func() {
+			defer close(profiled)
+			saveCPUProfile(h.HubURL, filepath.Join(cpuDir, fmt.Sprintf("cpu-%d-per-s.pb.gz", rate)), d)
+		}()
+	}
 	before := snapshotHub(h)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
@@ -78,7 +95,41 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 	f.cpu, f.blockWrites, f.fileBytes = after.cpu-before.cpu, after.disk-before.disk, after.written-before.written
 	f.records, f.syncs, f.compacted = after.records-before.records, after.syncs-before.syncs, after.compacted-before.compacted
 	f.afterKiB, _ = rssKiB(h)
+	if profiled != nil {
+		<-profiled
+	}
 	return f, nil
+}
+
+// idleCPU prints the hub's CPU per second over d with its clients watching and nothing changing
+// (the background every gateway pays all the time), and saves a CPU profile of it in dir.
+func idleCPU(h *harness.Hub, dir string, d time.Duration) {
+	c0, _ := cpuTime(h.Pid())
+	saveCPUProfile(h.HubURL, filepath.Join(dir, "cpu-idle.pb.gz"), d)
+	c1, _ := cpuTime(h.Pid())
+	fmt.Printf("cpu_idle_with_watches\t%.2f ms/s\t\t(hub CPU over %v with its clients watching and no changes; profiled)\n", float64(c1-c0)/float64(time.Millisecond)/d.Seconds(), d)
+}
+
+// saveCPUProfile writes a --profiling hub's CPU profile over d to path.
+func saveCPUProfile(hubURL, path string, d time.Duration) {
+	err := func() error {
+		resp, err := http.Get(hubURL + "/debug/pprof/profile?seconds=" + strconv.Itoa(int(d.Seconds())))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s (is the hub run with --profiling? set BENCH_HEAP_DIR too)", resp.Status)
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(path, b, 0o644)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cpu profile:", err)
+	}
 }
 
 func (f churnFigures) print() {
