@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"bufio"
 	"net/http"
 	"strconv"
 	"time"
@@ -29,6 +30,9 @@ type Serving struct {
 
 // ServeList answers a list from the store: every object the namespace and selectors select, in
 // the client's format, at the store's resourceVersion (limit is not applied: one complete page).
+// The list is written item by item, never built whole: a JSON list streams in one pass; a
+// protobuf list, whose envelope announces its length, first measures its items (holding only
+// references to them, and the ones a filter rewrote) and then writes them.
 func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 	ri := sv.Info
 	sel, err := wire.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
@@ -41,31 +45,64 @@ func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	pb := ri.Accept.IsProtobuf()
 	av, kind := s.itemType()
-	b := &wire.ListBuilder{Protobuf: pb, APIVersion: av, Kind: kind}
-	for _, o := range objs {
-		raw, ok := sv.out(o, sel, pb)
-		if ok {
-			_ = b.Add(raw)
+	rvs := strconv.FormatUint(rv, 10)
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, private")
+	if !ri.Accept.IsProtobuf() {
+		h.Set("Content-Type", wire.MediaJSON)
+		w.WriteHeader(http.StatusOK)
+		bw := bufio.NewWriterSize(w, listWriteBuffer)
+		_, _ = bw.Write(wire.JSONListHead(av, kind))
+		n := 0
+		for _, o := range objs {
+			if raw, ok := sv.out(o, sel, false); ok {
+				if n > 0 {
+					_ = bw.WriteByte(',')
+				}
+				_, _ = bw.Write(wire.JSONListItem(raw))
+				n++
+			}
 		}
-	}
-	body, err := b.Bytes(strconv.FormatUint(rv, 10))
-	if err != nil {
-		wire.WriteStatus(w, ri.Accept, http.StatusInternalServerError, err.Error())
+		_, _ = bw.Write(wire.JSONListTail(rvs))
+		_ = bw.Flush()
 		return
 	}
-	ct := wire.MediaJSON
-	if pb {
-		ct = wire.MediaProtobuf
+	meta := wire.ProtoListMeta(rvs)
+	size := len(meta)
+	items := make([][]byte, 0, len(objs))
+	for _, o := range objs {
+		raw, ok := sv.out(o, sel, true)
+		if !ok {
+			continue
+		}
+		if _, _, msg, err := wire.DecodeProtoEnvelope(raw); err == nil {
+			items = append(items, msg)
+			size += wire.ProtoListItemLen(len(msg))
+		}
 	}
-	h := w.Header()
-	h.Set("Content-Type", ct)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-cache, private")
+	objs = nil
+	head, tail := wire.ProtoListHead(av, kind, size), wire.ProtoListTail()
+	h.Set("Content-Type", wire.MediaProtobuf)
+	h.Set("Content-Length", strconv.Itoa(len(head)+size+len(tail)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	bw := bufio.NewWriterSize(w, listWriteBuffer)
+	_, _ = bw.Write(head)
+	_, _ = bw.Write(meta)
+	var ih [16]byte
+	for i, msg := range items {
+		_, _ = bw.Write(wire.AppendProtoListItemHead(ih[:0], len(msg)))
+		if _, err := bw.Write(msg); err != nil {
+			return // the client is gone
+		}
+		items[i] = nil // a rewritten item is garbage once written
+	}
+	_, _ = bw.Write(tail)
+	_ = bw.Flush()
 }
+
+// listWriteBuffer is how much of a list is written to the client at once.
+const listWriteBuffer = 32 << 10
 
 // out returns an object as this client gets it, or false when it is not for this client.
 func (sv Serving) out(o *object, sel wire.Selector, pb bool) ([]byte, bool) {

@@ -26,7 +26,9 @@ func (b *ListBuilder) Add(item []byte) error {
 		if err != nil {
 			return err
 		}
-		b.buf.Write(appendBytesField(nil, 2, raw))
+		var h [16]byte
+		b.buf.Write(AppendProtoListItemHead(h[:0], len(raw)))
+		b.buf.Write(raw)
 	} else {
 		if b.n > 0 {
 			b.buf.WriteByte(',')
@@ -54,19 +56,17 @@ func (b *ListBuilder) BytesContinue(rv, cont string) ([]byte, error) {
 		if cont != "" {
 			lm = appendBytesField(lm, 3, []byte(cont))
 		}
-		msg := appendBytesField(nil, 1, lm)
-		msg = append(msg, b.buf.Bytes()...)
-		return EncodeProtoRaw(av, kind, msg)
+		meta := appendBytesField(nil, 1, lm)
+		return encodeEnvelope(av, kind, true, meta, b.buf.Bytes()), nil
 	}
-	var out bytes.Buffer
 	c := ""
 	if cont != "" {
 		c = `,"continue":` + quote(cont)
 	}
-	fmt.Fprintf(&out, `{"kind":%s,"apiVersion":%s,"metadata":{"resourceVersion":%s%s},"items":[`, quote(kind), quote(av), quote(rv), c)
-	out.Write(b.buf.Bytes())
-	out.WriteString("]}\n")
-	return out.Bytes(), nil
+	head := `{"kind":` + quote(kind) + `,"apiVersion":` + quote(av) + `,"metadata":{"resourceVersion":` + quote(rv) + c + `},"items":[`
+	out := make([]byte, 0, len(head)+b.buf.Len()+3)
+	out = append(append(append(out, head...), b.buf.Bytes()...), "]}\n"...)
+	return out, nil
 }
 
 // BookmarkObject is the object of a BOOKMARK event: only its kind and resourceVersion (and, to

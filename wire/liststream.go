@@ -54,8 +54,11 @@ func ProtoListMeta(rv string) []byte {
 }
 
 // ProtoListItemHead is what precedes an item's message bytes (n of them) in a List.
-func ProtoListItemHead(n int) []byte {
-	return appendVarint(appendVarint(nil, 2<<3|wireBytes), uint64(n))
+func ProtoListItemHead(n int) []byte { return AppendProtoListItemHead(nil, n) }
+
+// AppendProtoListItemHead appends ProtoListItemHead(n) to b.
+func AppendProtoListItemHead(b []byte, n int) []byte {
+	return appendVarint(appendVarint(b, 2<<3|wireBytes), uint64(n))
 }
 
 // ProtoListItemLen is how many bytes an item whose message is n bytes takes in a List.

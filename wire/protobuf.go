@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // protoMagic starts every Kubernetes protobuf body: "k8s" and a zero byte, then a runtime.Unknown.
@@ -30,15 +28,41 @@ func EncodeProto(apiVersion, kind string, m ProtoMessage) ([]byte, error) {
 	return EncodeProtoRaw(apiVersion, kind, raw)
 }
 
-// EncodeProtoRaw wraps already-encoded message bytes in the envelope.
+// EncodeProtoRaw wraps already-encoded message bytes in the envelope (one allocation: the
+// envelope is written as runtime.Unknown's generated code writes it, raw copied once).
 func EncodeProtoRaw(apiVersion, kind string, raw []byte) ([]byte, error) {
-	u := runtime.Unknown{Raw: raw}
-	u.APIVersion, u.Kind = apiVersion, kind
-	body, err := u.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("wire: marshal envelope of %s: %w", kind, err)
+	if raw == nil {
+		return encodeEnvelope(apiVersion, kind, false), nil
 	}
-	return append(append(make([]byte, 0, len(protoMagic)+len(body)), protoMagic...), body...), nil
+	return encodeEnvelope(apiVersion, kind, true, raw), nil
+}
+
+// encodeEnvelope returns magic + runtime.Unknown{TypeMeta{apiVersion, kind}, Raw: the parts
+// joined (absent unless hasRaw), ContentEncoding: "", ContentType: ""} in one allocation.
+func encodeEnvelope(apiVersion, kind string, hasRaw bool, parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	tm := fieldLen(len(apiVersion)) + fieldLen(len(kind))
+	size := len(protoMagic) + fieldLen(tm) + 4
+	if hasRaw {
+		size += fieldLen(n)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, protoMagic...)
+	out = appendVarint(out, 1<<3|wireBytes)
+	out = appendVarint(out, uint64(tm))
+	out = appendStringField(out, 1, apiVersion)
+	out = appendStringField(out, 2, kind)
+	if hasRaw {
+		out = appendVarint(out, 2<<3|wireBytes)
+		out = appendVarint(out, uint64(n))
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+	}
+	return append(out, 3<<3|wireBytes, 0, 4<<3|wireBytes, 0)
 }
 
 // DecodeProtoEnvelope opens the envelope and returns apiVersion, kind and the message bytes (which

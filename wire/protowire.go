@@ -165,6 +165,26 @@ func appendVarint(b []byte, v uint64) []byte {
 	return append(b, byte(v))
 }
 
+// appendStringField appends field num as a length-delimited field holding s.
+func appendStringField(b []byte, num int, s string) []byte {
+	b = appendVarint(b, uint64(num)<<3|wireBytes)
+	b = appendVarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// varintLen is how many bytes appendVarint writes for v.
+func varintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// fieldLen is how many bytes a length-delimited field of n bytes takes (field numbers below 16).
+func fieldLen(n int) int { return 1 + varintLen(uint64(n)) + n }
+
 // appendBytesField appends field num as a length-delimited field.
 func appendBytesField(b []byte, num int, data []byte) []byte {
 	b = appendVarint(b, uint64(num)<<3|wireBytes)

@@ -201,12 +201,26 @@ func DecodeProtoWatchEvent(frame []byte) (WatchEvent, error) {
 // EncodeProtoWatchEvent frames one event as the apiserver does: a 4-byte big-endian length, then a
 // bare WatchEvent whose object is the (envelope-encoded) object.
 func EncodeProtoWatchEvent(ev WatchEvent) []byte {
-	raw := appendBytesField(nil, 1, ev.Object)
-	msg := appendBytesField(nil, 1, []byte(ev.Type))
-	msg = appendBytesField(msg, 2, raw)
-	out := make([]byte, 4, 4+len(msg))
-	binary.BigEndian.PutUint32(out, uint32(len(msg)))
-	return append(out, msg...)
+	var h [protoFrameHeadMax]byte
+	head := appendProtoFrameHead(h[:0], ev.Type, len(ev.Object))
+	return append(append(make([]byte, 0, len(head)+len(ev.Object)), head...), ev.Object...)
+}
+
+// protoFrameHeadMax bounds what appendProtoFrameHead writes for the event types there are.
+const protoFrameHeadMax = 48
+
+// appendProtoFrameHead appends everything of a protobuf watch frame that comes before its
+// object's n bytes: the frame's length, WatchEvent.type, and the heads of WatchEvent.object and
+// its RawExtension.raw.
+func appendProtoFrameHead(b []byte, typ string, n int) []byte {
+	raw := fieldLen(n)
+	msg := fieldLen(len(typ)) + fieldLen(raw)
+	b = binary.BigEndian.AppendUint32(b, uint32(msg))
+	b = appendStringField(b, 1, typ)
+	b = appendVarint(b, 2<<3|wireBytes)
+	b = appendVarint(b, uint64(raw))
+	b = appendVarint(b, 1<<3|wireBytes)
+	return appendVarint(b, uint64(n))
 }
 
 // EncodeJSONWatchEvent writes one event as the apiserver does: {"type":...,"object":...} and a

@@ -39,6 +39,15 @@ func (ww *WatchWriter) Send(typ string, obj []byte) bool {
 	if ww.timeout > 0 {
 		_ = ww.rc.SetWriteDeadline(time.Now().Add(ww.timeout))
 	}
+	if ww.protobuf && len(typ) <= 16 {
+		// The frame's head, then the object as it is: nothing allocated, nothing copied.
+		var h [protoFrameHeadMax]byte
+		if _, err := ww.w.Write(appendProtoFrameHead(h[:0], typ, len(obj))); err != nil {
+			return false
+		}
+		_, err := ww.w.Write(obj)
+		return err == nil
+	}
 	_, err := ww.w.Write(ww.frame(WatchEvent{Type: typ, Object: obj}))
 	return err == nil
 }

@@ -52,3 +52,24 @@ func TestWatchTimeout(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// A protobuf frame written in pieces (head, then the object untouched) is the nested message the
+// apiserver writes: WatchEvent{type, object: RawExtension{raw}} behind its 4-byte length.
+func TestProtoFrameHeadIsTheNestedMessage(t *testing.T) {
+	for _, typ := range []string{EventAdded, EventModified, EventDeleted, EventBookmark, EventError, ""} {
+		for _, n := range []int{0, 1, 127, 128, 16383, 16384, 2 << 20} {
+			obj := make([]byte, n)
+			raw := appendBytesField(nil, 1, obj)
+			msg := appendBytesField(appendBytesField(nil, 1, []byte(typ)), 2, raw)
+			want := append([]byte{byte(len(msg) >> 24), byte(len(msg) >> 16), byte(len(msg) >> 8), byte(len(msg))}, msg...)
+			if got := EncodeProtoWatchEvent(WatchEvent{Type: typ, Object: obj}); string(got) != string(want) {
+				t.Fatalf("%q with %d bytes: frame differs", typ, n)
+			}
+			rec := httptest.NewRecorder()
+			ww := StartWatch(rec, true, 0)
+			if !ww.Send(typ, obj) || rec.Body.String() != string(want) {
+				t.Fatalf("%q with %d bytes: WatchWriter's frame differs", typ, n)
+			}
+		}
+	}
+}
