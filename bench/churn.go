@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,7 @@ type churnFigures struct {
 	compacted         float64 // bytes compaction wrote
 	dropped, errors   float64
 	cpu               time.Duration
+	switches          int64 // context switches of the hub's threads
 	peakKiB, afterKiB int64
 }
 
@@ -48,7 +51,18 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 			saveCPUProfile(h.HubURL, filepath.Join(cpuDir, fmt.Sprintf("cpu-%d-per-s.pb.gz", rate)), d)
 		}()
 	}
-	before := snapshotHub(h)
+	if perfDir := os.Getenv("BENCH_PERF_DIR"); perfDir != "" {
+		// perf(1) samples the hub, kernel included (build it unstripped: NODEHUB_BIN).
+		// Samples of the CPU, and every switch of a hub thread off the CPU with the stack it left from.
+		perf := exec.Command("perf", "record", "-q", "-e", "cpu-clock", "-F", "997", "-e", "sched:sched_switch", "-g", "-p", strconv.Itoa(h.Pid()),
+			"-o", filepath.Join(perfDir, fmt.Sprintf("perf-%d-per-s.data", rate)), "--", "sleep", strconv.Itoa(int(d.Seconds())))
+		if err := perf.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "perf:", err)
+		} else {
+			defer perf.Wait()
+		}
+	}
+	before := snapshotHub(h, true)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
@@ -90,9 +104,10 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 		}
 	}
 	time.Sleep(1500 * time.Millisecond)
-	after := snapshotHub(h)
+	after := snapshotHub(h, false)
 	f.dropped, f.errors = max(after.dropped, 0)-max(before.dropped, 0), max(after.errors, 0)-max(before.errors, 0)
 	f.cpu, f.blockWrites, f.fileBytes = after.cpu-before.cpu, after.disk-before.disk, after.written-before.written
+	f.switches = after.switches - before.switches
 	f.records, f.syncs, f.compacted = after.records-before.records, after.syncs-before.syncs, after.compacted-before.compacted
 	f.afterKiB, _ = rssKiB(h)
 	if profiled != nil {
@@ -104,10 +119,11 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 // idleCPU prints the hub's CPU per second over d with its clients watching and nothing changing
 // (the background every gateway pays all the time), and saves a CPU profile of it in dir.
 func idleCPU(h *harness.Hub, dir string, d time.Duration) {
-	c0, _ := cpuTime(h.Pid())
+	s0, c0 := contextSwitches(h.Pid()), must(cpuTime(h.Pid()))
 	saveCPUProfile(h.HubURL, filepath.Join(dir, "cpu-idle.pb.gz"), d)
-	c1, _ := cpuTime(h.Pid())
-	fmt.Printf("cpu_idle_with_watches\t%.2f ms/s\t\t(hub CPU over %v with its clients watching and no changes; profiled)\n", float64(c1-c0)/float64(time.Millisecond)/d.Seconds(), d)
+	c1, s1 := must(cpuTime(h.Pid())), contextSwitches(h.Pid())
+	fmt.Printf("cpu_idle_with_watches\t%.2f ms/s\t\t(hub CPU over %v with its clients watching and no changes, %.1f context switches/s; profiled)\n",
+		float64(c1-c0)/float64(time.Millisecond)/d.Seconds(), d, float64(s1-s0)/d.Seconds())
 }
 
 // saveCPUProfile writes a --profiling hub's CPU profile over d to path.
@@ -149,7 +165,7 @@ func (f churnFigures) print() {
 		amp = (f.fileBytes + f.compacted) / f.fileBytes
 	}
 	fmt.Printf("compaction_write_amplification%s\t%.2f\t\t((appended + compaction's bytes) / appended; compaction wrote %.0f KiB)\n", tag, amp, f.compacted/1024)
-	fmt.Printf("cpu_per_update%s\t%.3f ms\tgoal ≤ 0.5 ms\t(hub CPU %.2f s)\n", tag, f.cpu.Seconds()*1000/n, f.cpu.Seconds())
+	fmt.Printf("cpu_per_update%s\t%.3f ms\tgoal ≤ 0.5 ms\t(hub CPU %.2f s; %.1f context switches of its threads per update)\n", tag, f.cpu.Seconds()*1000/n, f.cpu.Seconds(), float64(f.switches)/n)
 	fmt.Printf("rss_peak_during_updates%s\t%.1f MiB\tgoal ≤ 20 MiB\n", tag, float64(f.peakKiB)/1024)
 	fmt.Printf("rss_after_updates%s\t%.1f MiB\tgoal ≤ 20 MiB\n", tag, float64(f.afterKiB)/1024)
 }
@@ -190,19 +206,78 @@ func parentDir(p string) string {
 // hubCounters are the hub's counters a churn phase reports the difference of.
 type hubCounters struct {
 	cpu                                                 time.Duration
-	disk                                                int64
+	disk, switches                                      int64
 	written, records, syncs, compacted, dropped, errors float64
 }
 
-func snapshotHub(h *harness.Hub) hubCounters {
+// snapshotHub reads the hub's counters with one scrape of /metrics; the CPU time is read on the
+// side of the scrape away from the phase (after it for the start, before it for the end), so the
+// bench's own reads are not counted.
+func snapshotHub(h *harness.Hub, start bool) hubCounters {
 	var c hubCounters
-	c.cpu, _ = cpuTime(h.Pid())
+	if !start {
+		c.cpu, _ = cpuTime(h.Pid())
+		c.switches = contextSwitches(h.Pid())
+	}
 	c.disk, _ = diskWriteBytes(h.Pid())
-	c.written, _ = h.Metric("nodehub_cache_written_bytes_total")
-	c.records, _ = h.Metric("nodehub_cache_files_written_total")
-	c.syncs, _ = h.Metric("nodehub_cache_syncs_total")
-	c.compacted, _ = h.Metric("nodehub_cache_compaction_written_bytes_total")
-	c.dropped, _ = h.Metric(`nodehub_cache_dropped_total{resource="endpointslices"}`)
-	c.errors, _ = h.Metric(`nodehub_cache_errors_total{resource="endpointslices"}`)
+	m := scrape(h)
+	c.written = m["nodehub_cache_written_bytes_total"]
+	c.records = m["nodehub_cache_files_written_total"]
+	c.syncs = m["nodehub_cache_syncs_total"]
+	c.compacted = m["nodehub_cache_compaction_written_bytes_total"]
+	c.dropped = m[`nodehub_cache_dropped_total{resource="endpointslices"}`]
+	c.errors = m[`nodehub_cache_errors_total{resource="endpointslices"}`]
+	if start {
+		c.switches = contextSwitches(h.Pid())
+		c.cpu, _ = cpuTime(h.Pid())
+	}
 	return c
 }
+
+// scrape reads every series of the hub's /metrics (nothing when it cannot be read).
+func scrape(h *harness.Hub) map[string]float64 {
+	out := map[string]float64{}
+	_, body, err := h.Get("/metrics")
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// contextSwitches sums the voluntary and involuntary context switches of a process's threads (on a
+// mostly idle hub, each is a thread that slept and was woken: what a wake-up costs is most of the
+// CPU an event costs).
+func contextSwitches(pid int) int64 {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				v, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+				n += v
+			} else if rest, ok := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); ok {
+				v, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+func must[T any](v T, _ error) T { return v }

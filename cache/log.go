@@ -32,8 +32,10 @@ type rlog struct {
 	// metaDue: objects were lost (a failed write, corruption) and the lists, already incomplete in
 	// memory, are not yet recorded so on disk: the next append records that first.
 	metaDue bool
-	buf     []byte
-	byOff   map[int64]*rec // while loading: put records by offset, for ref records
+	// unsynced: records were appended since the last Sync.
+	unsynced bool
+	buf      []byte
+	byOff    map[int64]*rec // while loading: put records by offset, for ref records
 }
 
 // segment is an open log file; readers hold a reference so compaction can swap files under them.
@@ -128,6 +130,8 @@ func (l *rlog) load() error {
 				l.s.failed(err)
 				return fmt.Errorf("cache: start %s: %w", l.path(), err)
 			}
+			l.unsynced = true // a new log: it and its directory entry are synced with its first records
+			l.s.unsynced("", logDir)
 		}
 		l.setEnd(int64(len(logHeader)))
 		return nil
@@ -424,7 +428,8 @@ func (l *rlog) writeRaw(rb []byte, target *rec) error {
 	}
 	off := l.end
 	l.setEnd(l.end + int64(len(rb)))
-	l.s.dirty.Store(true)
+	l.unsynced = true
+	l.s.markDirty()
 	l.s.written.Add(int64(len(rb)))
 	l.s.records.Add(1)
 	l.apply(off, uint32(len(rb)), dec, target)

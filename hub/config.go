@@ -73,8 +73,8 @@ type Config struct {
 	CacheDir string
 	// CachePolicy says which components' reads are cached (zero: only the hub's own).
 	CachePolicy cache.Policy
-	// CacheSyncInterval is how often cache writes are made durable, one syncfs per interval
-	// (default 1s).
+	// CacheSyncInterval is how often cache writes are made durable, one fdatasync per changed log
+	// per interval (default 1s).
 	CacheSyncInterval time.Duration
 	// GCFrequency is how often the cache is collected; cached events older than it are removed
 	// (default 120 minutes).

@@ -1,0 +1,63 @@
+package cache
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Sync makes each log written since the last sync durable once; with nothing written it does
+// nothing, and RunSync neither syncs nor wakes while nothing is written.
+func TestSyncOnlyWhatWasWrittenAndOnlyWhenWritten(t *testing.T) {
+	s := openStore(t)
+	if err := s.Sync(); err != nil || s.Stats().Syncs != 0 {
+		t.Fatalf("a sync with nothing written: %v, %d syncs", err, s.Stats().Syncs)
+	}
+	slicePut(t, s, "kube-proxy", "a", "5", 500)
+	if err := s.PutDiscovery("/api", "application/json", "application/json", []byte(`{"kind":"APIVersions"}`)); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := s.logFor(Resource{Owner: "kube-proxy", Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}, false)
+	if !l.unsynced || len(s.unsyncedFiles) != 1 || !s.unsyncedDirs[logDir] {
+		t.Fatalf("not noted for the sync: log %v, files %v, dirs %v", l.unsynced, s.unsyncedFiles, s.unsyncedDirs)
+	}
+	if err := s.Sync(); err != nil || s.Stats().Syncs != 1 {
+		t.Fatalf("sync: %v, %d syncs", err, s.Stats().Syncs)
+	}
+	if l.unsynced || len(s.unsyncedFiles) != 0 || len(s.unsyncedDirs) != 0 {
+		t.Fatalf("left for the next sync: log %v, files %v, dirs %v", l.unsynced, s.unsyncedFiles, s.unsyncedDirs)
+	}
+	if err := s.Sync(); err != nil || s.Stats().Syncs != 1 {
+		t.Fatalf("a second sync with nothing new: %v, %d syncs", err, s.Stats().Syncs)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.RunSync(ctx, 100*time.Millisecond); close(done) }()
+	time.Sleep(300 * time.Millisecond)
+	if n := s.Stats().Syncs; n != 1 {
+		t.Fatalf("RunSync synced %d times with nothing written", n-1)
+	}
+	slicePut(t, s, "kube-proxy", "a", "6", 500)
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().Syncs != 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.Stats().Syncs; n != 2 {
+		t.Fatalf("RunSync after a write: %d syncs, want 2", n)
+	}
+	// Writes in quick succession are synced together, at most once per interval.
+	for i := 0; i < 20; i++ {
+		slicePut(t, s, "kube-proxy", "a", "7"+string(rune('0'+i%10)), 500)
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if n := s.Stats().Syncs - 2; n < 1 || n > 4 {
+		t.Fatalf("20 writes over 200 ms with a 100 ms interval: %d syncs", n)
+	}
+	cancel()
+	<-done
+	if l.unsynced {
+		t.Fatal("RunSync ended without a last sync")
+	}
+}
