@@ -51,16 +51,8 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 			saveCPUProfile(h.HubURL, filepath.Join(cpuDir, fmt.Sprintf("cpu-%d-per-s.pb.gz", rate)), d)
 		}()
 	}
-	if perfDir := os.Getenv("BENCH_PERF_DIR"); perfDir != "" {
-		// perf(1) samples the hub, kernel included (build it unstripped: NODEHUB_BIN).
-		// Samples of the CPU, and every switch of a hub thread off the CPU with the stack it left from.
-		perf := exec.Command("perf", "record", "-q", "-e", "cpu-clock", "-F", "997", "-e", "sched:sched_switch", "-g", "-p", strconv.Itoa(h.Pid()),
-			"-o", filepath.Join(perfDir, fmt.Sprintf("perf-%d-per-s.data", rate)), "--", "sleep", strconv.Itoa(int(d.Seconds())))
-		if err := perf.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, "perf:", err)
-		} else {
-			defer perf.Wait()
-		}
+	if perf := startPerf(h, fmt.Sprintf("perf-%d-per-s.data", rate), d); perf != nil {
+		defer perf.Wait()
 	}
 	before := snapshotHub(h, true)
 	jobs := make(chan int)
@@ -119,6 +111,9 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 // idleCPU prints the hub's CPU per second over d with its clients watching and nothing changing
 // (the background every gateway pays all the time), and saves a CPU profile of it in dir.
 func idleCPU(h *harness.Hub, dir string, d time.Duration) {
+	if perf := startPerf(h, "perf-idle.data", d); perf != nil {
+		defer perf.Wait()
+	}
 	s0, c0 := contextSwitches(h.Pid()), must(cpuTime(h.Pid()))
 	saveCPUProfile(h.HubURL, filepath.Join(dir, "cpu-idle.pb.gz"), d)
 	c1, s1 := must(cpuTime(h.Pid())), contextSwitches(h.Pid())
@@ -281,3 +276,20 @@ func contextSwitches(pid int) int64 {
 }
 
 func must[T any](v T, _ error) T { return v }
+
+// startPerf records the hub with perf(1) for d when BENCH_PERF_DIR is set: samples of its CPU,
+// kernel included, and every switch of one of its threads off the CPU with the stack it left
+// from (build the hub unstripped for the symbols, and pass it in NODEHUB_BIN).
+func startPerf(h *harness.Hub, name string, d time.Duration) *exec.Cmd {
+	dir := os.Getenv("BENCH_PERF_DIR")
+	if dir == "" {
+		return nil
+	}
+	perf := exec.Command("perf", "record", "-q", "-e", "cpu-clock/period=250000/", "-e", "sched:sched_switch", "-c", "1", "-g", "-p", strconv.Itoa(h.Pid()),
+		"-o", filepath.Join(dir, name), "--", "sleep", strconv.Itoa(int(d.Seconds())))
+	if err := perf.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "perf:", err)
+		return nil
+	}
+	return perf
+}

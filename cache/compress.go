@@ -3,6 +3,7 @@ package cache
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
 
 // A body of 256 bytes or more is stored compressed (lz.go) together with its header, when that
@@ -16,19 +17,35 @@ const (
 	minCompress = 256
 )
 
+// scratch is the buffers one Put builds its record's fields in; they are reused (a write per
+// watch event allocates nothing for them).
+type scratch struct{ plain, tail []byte }
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+func getScratch() *scratch { return scratches.Get().(*scratch) }
+
+func putScratch(sc *scratch) {
+	if cap(sc.plain) > 64<<10 || cap(sc.tail) > 64<<10 {
+		return // a large object's buffers go
+	}
+	scratches.Put(sc)
+}
+
 // storedForm returns a put record's header field, flags and body field for a header and body.
-func storedForm(hdr, body []byte) (hfield []byte, flags byte, tail []byte) {
+// hdr must be sc.plain (the header, marshalled into it); what it returns aliases sc, hdr or body.
+func storedForm(sc *scratch, hdr, body []byte) (hfield []byte, flags byte, tail []byte) {
 	if len(body) < minCompress {
 		return hdr, 0, body
 	}
-	plain := make([]byte, 0, len(hdr)+len(body))
-	plain = append(append(plain, hdr...), body...)
-	tail = binary.AppendUvarint(make([]byte, 0, len(plain)/2), uint64(len(hdr)))
-	tail = lzEncode(tail, plain)
-	if len(tail) > len(plain)-len(plain)/8 {
-		return hdr, 0, body
+	n := len(hdr)
+	sc.plain = append(hdr, body...)
+	plain := sc.plain
+	sc.tail = lzEncode(binary.AppendUvarint(sc.tail[:0], uint64(n)), plain)
+	if len(sc.tail) > len(plain)-len(plain)/8 {
+		return plain[:n], 0, body
 	}
-	return nil, flagJoint, tail
+	return nil, flagJoint, sc.tail
 }
 
 // open returns a put record's header and body as they were stored.

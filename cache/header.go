@@ -3,7 +3,6 @@ package cache
 import (
 	"encoding/binary"
 	"errors"
-	"maps"
 	"slices"
 )
 
@@ -16,9 +15,11 @@ const flagLocal = 1
 
 var errHeader = errors.New("malformed header")
 
-func (h *Header) marshal() []byte {
-	b := make([]byte, 0, 128)
-	for _, s := range []string{h.ContentType, h.APIVersion, h.Kind, h.Namespace, h.Name, h.UID, h.ResourceVersion} {
+func (h *Header) marshal() []byte { return h.appendTo(make([]byte, 0, 128)) }
+
+// appendTo appends the marshalled header to b.
+func (h *Header) appendTo(b []byte) []byte {
+	for _, s := range [...]string{h.ContentType, h.APIVersion, h.Kind, h.Namespace, h.Name, h.UID, h.ResourceVersion} {
 		b = appendString(b, s)
 	}
 	var flags byte
@@ -38,7 +39,13 @@ func appendString(b []byte, s string) []byte {
 func appendMap(b []byte, m map[string]string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(m)))
 	// Sorted: deterministic bytes, so an unchanged object writes an identical file.
-	for _, k := range slices.Sorted(maps.Keys(m)) {
+	var few [8]string
+	keys := few[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
 		b = appendString(appendString(b, k), m[k])
 	}
 	return b

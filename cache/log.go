@@ -255,8 +255,10 @@ func (l *rlog) lose() {
 	}
 }
 
-// apply brings the index up to date with one record at off of n bytes. r, when not nil, is the
-// record a ref points to (known when the hub writes it; looked up by offset when loading).
+// apply brings the index up to date with one record at off of n bytes. target, when not nil, is
+// for a ref the record it points to (known when the hub writes it; looked up by offset when
+// loading), and for a put the record as its writer knows it (resourceVersion, local, checksum),
+// so the hub's own write is not decompressed and checksummed again to index it.
 func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 	owner := l.s.ownerID(p.owner)
 	if p.typ != recDel && p.typ != recDrop {
@@ -264,16 +266,19 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 	}
 	switch p.typ {
 	case recPut:
-		hdr, _, err := p.open()
-		if err != nil {
-			return
+		r := target
+		if r == nil {
+			hdr, _, err := p.open()
+			if err != nil {
+				return
+			}
+			rv, local, ok := headerRV(hdr)
+			if !ok {
+				return
+			}
+			r = &rec{local: local, rv: rv, sum: crc32.Update(crc32.Checksum(p.header, crcTable), crcTable, p.body)}
 		}
-		rv, local, ok := headerRV(hdr)
-		if !ok {
-			return
-		}
-		r := &rec{off: off, n: n, at: p.at, refs: 1, local: local, rv: rv,
-			sum: crc32.Update(crc32.Checksum(p.header, crcTable), crcTable, p.body)}
+		r.off, r.n, r.at, r.refs = off, n, p.at, 1
 		l.addLive(int64(n))
 		if r.local {
 			l.s.addLocal(owner, int64(n))

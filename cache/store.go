@@ -467,8 +467,10 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	}
 	owner := s.ownerID(k.Owner)
 	key := k.ID()
-	hdr := h.marshal()
-	hfield, flags, stored := storedForm(hdr, body)
+	sc := getScratch()
+	defer putScratch(sc)
+	sc.plain = h.appendTo(sc.plain[:0])
+	hfield, flags, stored := storedForm(sc, sc.plain, body)
 	sum := crc32.Update(crc32.Checksum(hfield, crcTable), crcTable, stored)
 	l.mu.Lock()
 	defer func() {
@@ -494,7 +496,8 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 		return err
 	}
 	l.buf = putPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, hfield, flags, stored)
-	err = l.write(l.buf, nil)
+	// The index learns the record's version and checksum from here, not by decoding it again.
+	err = l.write(l.buf, &rec{rv: h.ResourceVersion, local: h.Local, sum: sum})
 	if cap(l.buf) > 64<<10 {
 		l.buf = nil // a large object's buffer goes
 	}

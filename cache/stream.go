@@ -32,6 +32,9 @@ type Stream struct {
 	sel    wire.Selector
 	page   bool // a list page (limit/continue): its items are kept, its scope not reconciled
 	broken atomic.Bool
+	// q is the queue the stream's last chunk went to: the next goes there too without a look-up
+	// in the writer's map, unless the queue was retired meanwhile.
+	q atomic.Pointer[queue]
 
 	discoveryPath, discoveryType string
 

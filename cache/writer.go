@@ -40,10 +40,11 @@ type Writer struct {
 	// that interval anyway.
 	Delay time.Duration
 
-	queued atomic.Int64
-	mu     sync.Mutex
-	queues map[Resource]*queue
-	closed bool
+	queued  atomic.Int64
+	closing atomic.Bool // closed is set (read without the lock)
+	mu      sync.Mutex
+	queues  map[Resource]*queue
+	closed  bool
 }
 
 // NewWriter returns a writer onto store with a total queue budget in bytes.
@@ -91,14 +92,25 @@ func (w *Writer) enqueue(r Resource, o op) bool {
 		return false
 	}
 	for {
-		q := w.queue(r)
+		var q *queue
+		if o.st != nil && !w.closing.Load() {
+			q = o.st.q.Load()
+		}
 		if q == nil {
-			w.queued.Add(-n)
-			return false
+			if q = w.queue(r); q == nil {
+				w.queued.Add(-n)
+				return false
+			}
+			if o.st != nil {
+				o.st.q.Store(q)
+			}
 		}
 		q.mu.Lock()
 		if q.gone {
 			q.mu.Unlock()
+			if o.st != nil {
+				o.st.q.CompareAndSwap(q, nil)
+			}
 			continue
 		}
 		q.ops = append(q.ops, o)
@@ -278,6 +290,7 @@ func (w *Writer) idle() bool {
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	w.closed = true
+	w.closing.Store(true)
 	for _, q := range w.queues {
 		select {
 		case q.kick <- struct{}{}:

@@ -18,7 +18,12 @@ type poolMetrics struct {
 
 	mu                   sync.Mutex
 	lastRole, lastLeader string
+	// bySource are the received-bytes series already looked up (every read of a watch's body
+	// adds to one: no label lookup per event).
+	bySource map[sourceResource]metrics.Counter
 }
+
+type sourceResource struct{ source, resource string }
 
 func newPoolMetrics(reg *metrics.Registry) *poolMetrics {
 	return &poolMetrics{
@@ -53,7 +58,18 @@ func (m *poolMetrics) watchStores(reg *metrics.Registry, p *pool.Pool) {
 func (m *poolMetrics) peerWatch(delta int) { m.peers.Add(float64(delta)) }
 
 func (m *poolMetrics) bytes(source string, res pool.Resource, n int) {
-	m.received.Add(float64(n), source, res.Resource)
+	k := sourceResource{source, res.Resource}
+	m.mu.Lock()
+	c, ok := m.bySource[k]
+	if !ok {
+		if m.bySource == nil {
+			m.bySource = map[sourceResource]metrics.Counter{}
+		}
+		c = m.received.With(source, res.Resource)
+		m.bySource[k] = c
+	}
+	m.mu.Unlock()
+	c.Add(float64(n))
 }
 
 func (m *poolMetrics) setRole(role, leader string) {

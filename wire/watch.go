@@ -20,7 +20,7 @@ const (
 // WatchEvent is one event of a watch stream. Object is the standalone object in the stream's
 // format (JSON, or the protobuf envelope), owned by the receiver. Frame, set by the splitters, is
 // the event exactly as it was in the stream, framing included, so an untouched event can be
-// passed on as it came.
+// passed on as it came; it is valid only during the splitter's callback.
 type WatchEvent struct {
 	Type   string
 	Object []byte
@@ -135,35 +135,45 @@ type protoWatch struct {
 	err   error
 }
 
+// Write splits whole frames straight out of p (a watch's events usually arrive a frame or more per
+// read: nothing is copied for them) and keeps only a frame cut short, until the rest arrives.
 func (s *protoWatch) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	s.buf = append(s.buf, p...)
-	for len(s.buf) >= 4 {
-		n := binary.BigEndian.Uint32(s.buf)
+	in := p
+	if len(s.buf) > 0 {
+		s.buf = append(s.buf, p...)
+		in = s.buf
+	}
+	for len(in) >= 4 {
+		n := binary.BigEndian.Uint32(in)
 		if uint64(n) > uint64(s.limit) {
 			s.err = fmt.Errorf("%w (%d bytes announced)", tooLarge("watch frame", s.limit), n)
 			s.buf = nil
 			return 0, s.err
 		}
-		if uint32(len(s.buf)-4) < n {
+		if uint32(len(in)-4) < n {
 			break
 		}
-		frame := s.buf[4 : 4+n]
-		ev, err := DecodeProtoWatchEvent(frame)
+		ev, err := DecodeProtoWatchEvent(in[4 : 4+n])
 		if err == nil {
-			ev.Frame = s.buf[:4+n]
+			ev.Frame = in[:4+n]
 			err = s.fn(ev)
 		}
 		if err != nil {
 			s.err = err
 			return 0, err
 		}
-		s.buf = s.buf[4+n:]
+		in = in[4+n:]
 	}
-	if len(s.buf) == 0 {
-		s.buf = s.buf[:0:0]
+	switch {
+	case len(in) == 0:
+		s.buf = nil
+	case len(s.buf) > 0:
+		s.buf = in // the rest of what it holds
+	default:
+		s.buf = append([]byte(nil), in...) // a frame cut short: kept until the rest arrives
 	}
 	return len(p), nil
 }

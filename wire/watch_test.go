@@ -25,12 +25,23 @@ func TestWatchSplitterBothFormats(t *testing.T) {
 			want = append(want, ev)
 			stream = append(stream, tc.frame(ev)...)
 		}
-		for _, chunk := range []int{1, 5, 1000} {
+		for _, chunk := range []int{1, 5, 1000, len(stream)} {
 			var got []WatchEvent
-			sp := NewWatchSplitter(tc.media, func(ev WatchEvent) error { got = append(got, ev); return nil })
+			sp := NewWatchSplitter(tc.media, func(ev WatchEvent) error {
+				if w := tc.frame(want[len(got)]); !bytes.Equal(ev.Frame, w) {
+					t.Fatalf("%s chunk %d event %d: frame %q, want %q", tc.media.Type, chunk, len(got), ev.Frame, w)
+				}
+				got = append(got, ev)
+				return nil
+			})
+			buf := make([]byte, chunk) // one buffer for every write, scribbled over after each (as a reader's is)
 			for off := 0; off < len(stream); off += chunk {
-				if _, err := sp.Write(stream[off:min(off+chunk, len(stream))]); err != nil {
+				n := copy(buf, stream[off:min(off+chunk, len(stream))])
+				if _, err := sp.Write(buf[:n]); err != nil {
 					t.Fatal(err)
+				}
+				for i := range buf {
+					buf[i] = 0xff
 				}
 			}
 			if len(got) != len(want) {

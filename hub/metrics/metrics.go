@@ -208,6 +208,15 @@ func (c *CounterVec) Add(d float64, values ...string) { addFloat(&c.f.get(values
 // Inc adds one.
 func (c *CounterVec) Inc(values ...string) { c.Add(1, values...) }
 
+// Counter is one series of a CounterVec, looked up once: adding to it is one atomic operation.
+type Counter struct{ s *series }
+
+// With returns the series with these label values, for a caller that adds to it often.
+func (c *CounterVec) With(values ...string) Counter { return Counter{c.f.get(values)} }
+
+// Add adds d (≥ 0).
+func (c Counter) Add(d float64) { addFloat(&c.s.bits, d) }
+
 // Value returns the counter's value (for tests and benchmarks).
 func (c *CounterVec) Value(values ...string) float64 {
 	return math.Float64frombits(c.f.get(values).bits.Load())
