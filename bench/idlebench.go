@@ -102,7 +102,11 @@ func runtimeMemStats(hubURL string) (string, error) {
 
 // saveHeapProfile writes a --profiling hub's heap profile to path.
 func saveHeapProfile(hubURL, path string) error {
-	resp, err := http.Get(hubURL + "/debug/pprof/heap")
+	q := ""
+	if strings.HasSuffix(path, ".txt") {
+		q = "?debug=1" // the text form, which ends with the runtime's MemStats
+	}
+	resp, err := http.Get(hubURL + "/debug/pprof/heap" + q)
 	if err != nil {
 		return err
 	}

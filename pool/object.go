@@ -52,6 +52,18 @@ func (o *object) matches(sel wire.Selector) bool {
 	})
 }
 
+// selectable returns what selectors read of o: o without its bytes, which the event window then
+// does not keep alive once o is replaced (a JSON object keeps them: a custom resource's own
+// selectable fields are read from them).
+func (o *object) selectable() *object {
+	if o == nil || len(o.raw) > 0 && o.raw[0] == '{' {
+		return o
+	}
+	c := *o
+	c.raw = nil
+	return &c
+}
+
 // pairs is a small map as key, value, key, value…; it is a labels.Labels.
 type pairs []string
 

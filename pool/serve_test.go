@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,5 +111,36 @@ func TestServeListStreamsTheListListBuilderBuilds(t *testing.T) {
 		if len(a.Items) != 200 || fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Fatalf("json list: %d items, rv %q; differs from ListBuilder's", len(a.Items), a.Metadata.ResourceVersion)
 		}
+	}
+}
+
+// The event window keeps only what selectors read of a replaced object, not its bytes, and a
+// watch with a selector still sees an object enter (ADDED) and leave (DELETED) its selection.
+func TestWindowKeepsNoBytesOfReplacedObjects(t *testing.T) {
+	res := Resource{Version: "v1", Resource: "services"}
+	mk := func(rv int, app string) *object {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", ResourceVersion: strconv.Itoa(rv), Labels: map[string]string{"app": app}}}
+		raw, err := wire.EncodeProto("v1", "Service", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := newObject(raw, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	st := NewStore(res)
+	st.replace([]*object{mk(10, "x")}, 10, "v1", "Service")
+	st.apply(wire.EventModified, mk(11, "y")) // leaves app=x
+	st.apply(wire.EventModified, mk(12, "x")) // enters app=x again
+	for _, ev := range st.events {
+		if ev.prev == nil || ev.prev.raw != nil || ev.prev.labels.Get("app") == "" {
+			t.Fatalf("window event at %d: prev %+v", ev.rv, ev.prev)
+		}
+	}
+	code, body := watchBody(t, st, "resourceVersion=10&labelSelector=app%3Dx")
+	if code != 200 || strings.Count(body, `"type":"DELETED"`) != 1 || strings.Count(body, `"type":"ADDED"`) != 1 || strings.Index(body, "DELETED") > strings.Index(body, "ADDED") {
+		t.Fatalf("watch: %d %s", code, body)
 	}
 }

@@ -39,7 +39,7 @@ type Store struct {
 type event struct {
 	typ  string
 	obj  *object
-	prev *object // the object before a MODIFIED event (selectors: an object may enter or leave)
+	prev *object // what selectors read of the object before a MODIFIED event (it may enter or leave a selection); no bytes
 	rv   uint64
 }
 
@@ -103,7 +103,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 		case old == nil:
 			evs = append(evs, event{typ: wire.EventAdded, obj: o, rv: o.rv})
 		case old.rv != o.rv:
-			evs = append(evs, event{typ: wire.EventModified, obj: o, prev: old, rv: o.rv})
+			evs = append(evs, event{typ: wire.EventModified, obj: o, prev: old.selectable(), rv: o.rv})
 		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].rv < evs[j].rv })
@@ -142,7 +142,7 @@ func (s *Store) apply(typ string, o *object) {
 	}
 	ev := event{typ: typ, obj: o, rv: o.rv}
 	if typ == wire.EventModified {
-		ev.prev = old
+		ev.prev = old.selectable()
 	}
 	s.push(ev)
 	if o.rv > s.rv {
