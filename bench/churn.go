@@ -40,8 +40,8 @@ type churnFigures struct {
 func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Duration, first int) (churnFigures, error) {
 	f := churnFigures{rate: rate}
 	cpuDir := os.Getenv("BENCH_CPU_DIR") // CPU profiles of the hub (needs --profiling: set BENCH_HEAP_DIR too)
-	if cpuDir != "" && first == 0 {
-		idleCPU(h, cpuDir, 20*time.Second)
+	if idle, _ := time.ParseDuration(os.Getenv("BENCH_IDLE_CPU")); (idle > 0 || cpuDir != "") && first == 0 {
+		idleCPU(h, cpuDir, max(idle, 20*time.Second))
 	}
 	var profiled chan struct{}
 	if cpuDir != "" {
@@ -109,16 +109,23 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 }
 
 // idleCPU prints the hub's CPU per second over d with its clients watching and nothing changing
-// (the background every gateway pays all the time), and saves a CPU profile of it in dir.
+// (the background every gateway pays all the time; BENCH_IDLE_CPU=60s), and saves a CPU profile
+// of it in dir (BENCH_CPU_DIR).
 func idleCPU(h *harness.Hub, dir string, d time.Duration) {
 	if perf := startPerf(h, "perf-idle.data", d); perf != nil {
 		defer perf.Wait()
 	}
 	s0, c0 := contextSwitches(h.Pid()), must(cpuTime(h.Pid()))
-	saveCPUProfile(h.HubURL, filepath.Join(dir, "cpu-idle.pb.gz"), d)
+	how := ""
+	if dir != "" {
+		saveCPUProfile(h.HubURL, filepath.Join(dir, "cpu-idle.pb.gz"), d)
+		how = "; profiled"
+	} else {
+		time.Sleep(d)
+	}
 	c1, s1 := must(cpuTime(h.Pid())), contextSwitches(h.Pid())
-	fmt.Printf("cpu_idle_with_watches\t%.2f ms/s\t\t(hub CPU over %v with its clients watching and no changes, %.1f context switches/s; profiled)\n",
-		float64(c1-c0)/float64(time.Millisecond)/d.Seconds(), d, float64(s1-s0)/d.Seconds())
+	fmt.Printf("cpu_idle_with_watches\t%.2f ms/s\t\t(hub CPU over %v with its clients watching and no changes, %.1f context switches/s%s)\n",
+		float64(c1-c0)/float64(time.Millisecond)/d.Seconds(), d, float64(s1-s0)/d.Seconds(), how)
 }
 
 // saveCPUProfile writes a --profiling hub's CPU profile over d to path.
