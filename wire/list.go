@@ -283,8 +283,8 @@ type protoList struct {
 	limit    int    // the largest field read whole
 	buf      []byte // what is not parsed yet: p itself during Write, else a suffix of own
 	own      []byte // the kept bytes' buffer
-	off      int64 // absolute offset of buf[0]
-	stage    int   // 0 magic, 1 envelope fields, 2 list fields
+	off      int64  // absolute offset of buf[0]
+	stage    int    // 0 magic, 1 envelope fields, 2 list fields
 	listEnd  int64
 	skip     int64
 	meta     ListMeta
