@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"log/slog"
 	"os"
@@ -68,23 +67,25 @@ func giveBackMemory(ctx context.Context, log *slog.Logger) {
 // returns how many bytes of address space it covered. On a read-only file mapping that only drops
 // this process's page-table entries: the pages stay in the page cache (nothing is re-read from
 // flash unless the kernel needed the memory anyway) and those still in use come back on their next
-// touch. Writable segments are never touched.
+// touch. Writable segments are never touched. The mappings are found first and dropped together
+// at the end, with raw system calls: what runs after the first drop faults its pages back in (the
+// kernel maps the 64 KiB around each faulting page), and reading /proc/self/maps in between
+// brought back 1.5 MiB at once.
 func unmapReadOnlyImage() (int64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, err
 	}
-	f, err := os.Open("/proc/self/maps")
+	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	var total int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	var spans [8][2]uintptr // a Go binary maps text and read-only data: two, or a few more
+	n := 0
+	for line := range strings.Lines(string(maps)) {
 		// "start-end perms offset dev inode path"
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[5] != exe || strings.IndexByte(fields[1], 'w') >= 0 {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || fields[5] != exe || strings.IndexByte(fields[1], 'w') >= 0 || n == len(spans) {
 			continue
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
@@ -96,10 +97,15 @@ func unmapReadOnlyImage() (int64, error) {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_DONTNEED); errno != 0 {
+		spans[n] = [2]uintptr{uintptr(start), uintptr(end - start)}
+		n++
+	}
+	var total int64
+	for _, sp := range spans[:n] {
+		if _, _, errno := unix.RawSyscall(unix.SYS_MADVISE, sp[0], sp[1], unix.MADV_DONTNEED); errno != 0 {
 			return total, errno
 		}
-		total += int64(end - start)
+		total += int64(sp[1])
 	}
-	return total, sc.Err()
+	return total, nil
 }

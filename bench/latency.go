@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -78,6 +79,13 @@ func benchLatency(e *env, o options) error {
 		fmt.Printf("%s\tdirect\t%v\t%v\n", q.name, md, pct(dirT, 99))
 		fmt.Printf("%s\tratio_median_hub_over_direct\t%.2f\n", q.name, float64(mh)/float64(md))
 		fmt.Printf("%s\thub_cpu_per_request\t%v\n", q.name, ((cpu1 - cpu0) / time.Duration(o.rounds+20)).Round(time.Microsecond))
+	}
+	if dir := os.Getenv("BENCH_HEAP_DIR"); dir != "" { // what the rounds allocated, by call site
+		for _, f := range []string{"heap-latency.pb.gz", "heap-latency.txt"} {
+			if err := saveHeapProfile(h.HubURL, filepath.Join(dir, f)); err != nil {
+				fmt.Fprintln(os.Stderr, "heap profile:", err)
+			}
+		}
 	}
 	loaded, err := rssKiB(h)
 	if err != nil {

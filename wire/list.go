@@ -280,10 +280,11 @@ func quote(s string) string {
 // List message (metadata=1, items=2 repeated), buffering only the field being read.
 type protoList struct {
 	h        ListHandler
-	limit    int // the largest field read whole
-	buf      []byte
-	off      int64 // absolute offset of buf[0]
-	stage    int   // 0 magic, 1 envelope fields, 2 list fields
+	limit    int    // the largest field read whole
+	buf      []byte // what is not parsed yet: p itself during Write, else a suffix of own
+	own      []byte // the kept bytes' buffer
+	off      int64  // absolute offset of buf[0]
+	stage    int    // 0 magic, 1 envelope fields, 2 list fields
 	listEnd  int64
 	skip     int64
 	meta     ListMeta
@@ -296,15 +297,39 @@ func (s *protoList) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
+	n := len(p)
 	if s.skip > 0 {
 		k := min(int64(len(p)), s.skip)
 		s.skip -= k
 		s.off += k
 		p = p[k:]
 	}
-	s.buf = append(s.buf, p...)
+	if len(s.buf) == 0 {
+		// Parsed in place: fields wholly in p are handed on without a copy (handlers copy what
+		// they keep); only a field cut short is kept, until the rest arrives.
+		s.buf = p
+		s.err = s.parse()
+		if s.err == nil && len(s.buf) > 0 {
+			s.buf = append(s.own[:0], s.buf...)
+			s.own = s.buf
+		}
+		return n, s.err
+	}
+	s.buf = s.appendKept(p)
 	s.err = s.parse()
-	return len(p), s.err
+	return n, s.err
+}
+
+// appendKept appends p to the kept bytes, moving them to the front of their buffer first rather
+// than growing it when that makes room.
+func (s *protoList) appendKept(p []byte) []byte {
+	if len(s.buf)+len(p) <= cap(s.own) {
+		k := copy(s.own[:cap(s.own)], s.buf)
+		s.own = append(s.own[:k], p...)
+		return s.own
+	}
+	s.own = append(append(make([]byte, 0, 2*(len(s.buf)+len(p))), s.buf...), p...)
+	return s.own
 }
 
 func (s *protoList) parse() error {
@@ -415,7 +440,10 @@ func (s *protoList) consume(n int) {
 	s.off += int64(n)
 	s.buf = s.buf[n:]
 	if len(s.buf) == 0 {
-		s.buf = s.buf[:0:0] // let a large item's buffer go
+		s.buf = nil
+		if cap(s.own) > 64<<10 {
+			s.own = nil // let a large item's buffer go
+		}
 	}
 }
 

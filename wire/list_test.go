@@ -155,12 +155,43 @@ func FuzzProtoListSplitter(f *testing.F) {
 		if chunk <= 0 {
 			chunk = 1
 		}
-		sp := NewListSplitter(MediaType{Type: MediaProtobuf}, ListHandler{Item: func([]byte) error { return nil }})
-		for off := 0; off < len(body); off += chunk {
-			if _, err := sp.Write(body[off:min(off+chunk, len(body))]); err != nil {
-				return
+		split := func(chunk int) ([][]byte, error) {
+			var items [][]byte
+			sp := NewListSplitter(MediaType{Type: MediaProtobuf}, ListHandler{Item: func(raw []byte) error {
+				items = append(items, raw) // kept as given: an item must not alias the writer's buffer
+				return nil
+			}})
+			scratch := make([]byte, chunk)
+			for off := 0; off < len(body); off += chunk {
+				c := scratch[:copy(scratch, body[off:min(off+chunk, len(body))])]
+				n, err := sp.Write(c)
+				if err != nil {
+					return nil, err
+				}
+				if n != len(c) {
+					t.Fatalf("Write took %d of %d bytes", n, len(c))
+				}
+				for i := range scratch {
+					scratch[i] = 0xff // the writer reuses its buffer
+				}
+			}
+			return items, sp.Close()
+		}
+		got, err := split(chunk)
+		if err != nil {
+			return
+		}
+		want, err := split(len(body) + 1)
+		if err != nil {
+			t.Fatalf("whole body fails where chunks of %d did not: %v", chunk, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d items in chunks of %d, %d whole", len(got), chunk, len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("item %d differs in chunks of %d", i, chunk)
 			}
 		}
-		_ = sp.Close()
 	})
 }

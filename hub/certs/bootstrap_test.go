@@ -52,7 +52,8 @@ func TestParseTokenAndHash(t *testing.T) {
 	if id, sec, err := ParseToken("abcdef.0123456789abcdef"); err != nil || id != "abcdef" || sec != "0123456789abcdef" {
 		t.Fatalf("%q %q %v", id, sec, err)
 	}
-	for _, bad := range []string{"", "abcdef", "ABCDEF.0123456789abcdef", "abcdef.0123"} {
+	for _, bad := range []string{"", "abcdef", "ABCDEF.0123456789abcdef", "abcdef.0123",
+		"abcdef.0123456789ABCDEF", "abcdef.0123456789abcdef\n", "abcdef.0123456789abcde.", "abcde.f0123456789abcdef", "abcdef..123456789abcdef", "abcdefg.0123456789abcdef", "abcdef.0123456789abcdefa"} {
 		if _, _, err := ParseToken(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

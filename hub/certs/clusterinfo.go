@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -26,15 +25,23 @@ var ErrCAHash = errors.New("certs: cluster CA does not match --discovery-token-c
 // ErrJWS is returned when cluster-info carries no valid signature for the join token.
 var ErrJWS = errors.New("certs: cluster-info is not signed for this join token")
 
-var tokenRE = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
-
-// ParseToken splits a bootstrap token "abcdef.0123456789abcdef" into id and secret.
+// ParseToken splits a bootstrap token "abcdef.0123456789abcdef" ([a-z0-9]{6}.[a-z0-9]{16}) into
+// id and secret.
 func ParseToken(tok string) (id, secret string, err error) {
-	m := tokenRE.FindStringSubmatch(tok)
-	if m == nil {
+	id, secret, ok := strings.Cut(tok, ".")
+	if !ok || len(id) != 6 || len(secret) != 16 || !lowerAlnum(id) || !lowerAlnum(secret) {
 		return "", "", errors.New("a join token looks like [a-z0-9]{6}.[a-z0-9]{16}")
 	}
-	return m[1], m[2], nil
+	return id, secret, nil
+}
+
+func lowerAlnum(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseCAHash checks one kubeadm-style pin "sha256:<64 hex>" and returns the hex, lower-cased.

@@ -138,7 +138,7 @@ func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name strin
 	var rd io.Reader
 	if body != nil {
 		body.APIVersion, body.Kind = apiVersion, "Lease"
-		data, err := json.Marshal(body)
+		data, err := wire.EncodeProto(apiVersion, "Lease", body)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -148,10 +148,14 @@ func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name strin
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Accept", wire.MediaJSON)
+	// Protobuf both ways (JSON still read from a server that answers it): the lease's own codec
+	// and ObjectMeta's generated one, where encoding/json would walk ObjectMeta by reflection —
+	// measured on an idle hub, that walk and the stack growth it causes were most of the binary's
+	// pages a heartbeat faults back in.
+	req.Header.Set("Accept", wire.MediaProtobuf+", "+wire.MediaJSON)
 	req.Header.Set("User-Agent", "nodehub")
 	if body != nil {
-		req.Header.Set("Content-Type", wire.MediaJSON)
+		req.Header.Set("Content-Type", wire.MediaProtobuf)
 	}
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
@@ -166,7 +170,12 @@ func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name strin
 		return resp.StatusCode, nil, nil
 	}
 	var cur wire.Lease
-	if err := json.Unmarshal(data, &cur); err != nil {
+	if bytes.HasPrefix(data, []byte("k8s\x00")) {
+		cur.APIVersion, cur.Kind, err = wire.DecodeProto(data, &cur)
+	} else {
+		err = json.Unmarshal(data, &cur)
+	}
+	if err != nil {
 		return resp.StatusCode, nil, fmt.Errorf("node lease: decode: %w", err)
 	}
 	l.mu.Lock()

@@ -28,6 +28,11 @@ type fakeCloud struct {
 	methods []string
 	fail    int // answer this code to every request while non-zero
 	bumpRV  bool
+	// jsonOnly: answers JSON whatever the client accepts (a server or proxy without protobuf);
+	// otherwise, as an apiserver, protobuf to a client that accepts it.
+	jsonOnly bool
+	// bodies counts request bodies by content type.
+	bodies map[string]int
 }
 
 func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +52,18 @@ func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		data, _ := io.ReadAll(r.Body)
 		if len(data) > 0 {
-			if err := json.Unmarshal(data, &in); err != nil {
+			ct := r.Header.Get("Content-Type")
+			if c.bodies == nil {
+				c.bodies = map[string]int{}
+			}
+			c.bodies[ct]++
+			var err error
+			if ct == wire.MediaProtobuf {
+				_, _, err = wire.DecodeProto(data, &in)
+			} else {
+				err = json.Unmarshal(data, &in)
+			}
+			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
@@ -67,7 +83,7 @@ func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.rv++
 		in.UID, in.ResourceVersion = "uid-1", strconv.Itoa(c.rv)
 		c.lease = &in
-		c.answer(w, http.StatusCreated)
+		c.answer(w, r, http.StatusCreated)
 		return
 	case http.MethodPut:
 		if c.lease == nil {
@@ -82,10 +98,21 @@ func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.UID, in.ResourceVersion = c.lease.UID, strconv.Itoa(c.rv)
 		c.lease = &in
 	}
-	c.answer(w, http.StatusOK)
+	c.answer(w, r, http.StatusOK)
 }
 
-func (c *fakeCloud) answer(w http.ResponseWriter, code int) {
+func (c *fakeCloud) answer(w http.ResponseWriter, r *http.Request, code int) {
+	if !c.jsonOnly && strings.HasPrefix(r.Header.Get("Accept"), wire.MediaProtobuf) {
+		data, err := wire.EncodeProto("coordination.k8s.io/v1", "Lease", c.lease)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", wire.MediaProtobuf)
+		w.WriteHeader(code)
+		_, _ = w.Write(data)
+		return
+	}
 	w.Header().Set("Content-Type", wire.MediaJSON)
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(c.lease)
@@ -236,8 +263,19 @@ func TestKubeletsBadWritesAreRefused(t *testing.T) {
 	}
 }
 
+// The hub writes its lease in protobuf, and reads the answer in protobuf or, from a server that
+// only answers JSON, in JSON.
 func TestHeartbeatCreatesThenRenewsWithKubeletsSpec(t *testing.T) {
+	for _, jsonOnly := range []bool{false, true} {
+		t.Run(map[bool]string{false: "protobuf", true: "json answers"}[jsonOnly], func(t *testing.T) {
+			heartbeatCreatesThenRenews(t, jsonOnly)
+		})
+	}
+}
+
+func heartbeatCreatesThenRenews(t *testing.T, jsonOnly bool) {
 	l, c, cloud, rt, renewals := newTestLease(t)
+	cloud.jsonOnly = jsonOnly
 	l.Labels = map[string]string{"pool": "p1"}
 	ctx := context.Background()
 	if err := l.Heartbeat(ctx, rt); err != nil {
@@ -266,6 +304,9 @@ func TestHeartbeatCreatesThenRenewsWithKubeletsSpec(t *testing.T) {
 	}
 	if strings.Join(*renewals, ",") != "ok,ok" {
 		t.Fatalf("renewals counted %v", *renewals)
+	}
+	if len(cloud.bodies) != 1 || cloud.bodies[wire.MediaProtobuf] != 2 {
+		t.Fatalf("request bodies by content type: %v, want 2 in protobuf", cloud.bodies)
 	}
 }
 
