@@ -53,12 +53,6 @@ func run(args []string) int {
 		// No heap profile will be read: skip the sampling and its bucket table (1.4 MiB reserved).
 		runtime.MemProfileRate = 0
 	}
-	if os.Getenv("GOGC") == "" {
-		// A hub's live heap is small (4 MiB in the node profile) and it allocates slowly (under
-		// 0.5 MB/s at 10 updates/s): collecting at 50% growth rather than Go's 100% keeps 1-3 MiB
-		// less resident for ~0.02 ms of CPU per update (measured: README, Memory). GOGC wins.
-		debug.SetGCPercent(50)
-	}
 	if n := o.memoryLimitBytes(); n > 0 {
 		debug.SetMemoryLimit(n)
 	}
