@@ -161,15 +161,20 @@ func (f churnFigures) print() {
 	fmt.Printf("updates%s\t%d in %v\t(%.1f/s achieved)\n", tag, f.updates, f.took.Round(time.Second), rate)
 	fmt.Printf("block_writes_per_update%s\t%.2f KB\tgoal %s\t(/proc/pid/io write_bytes: %.0f KiB in all)\n", tag, float64(f.blockWrites)/n/1000, goal, float64(f.blockWrites)/1024)
 	fmt.Printf("file_bytes_per_update%s\t%.0f B\t\t(bytes written to the cache's files, compaction included; %.0f records, %.2f per update; %.0f chunks dropped, %.0f errors)\n", tag, (f.fileBytes+f.compacted)/n, f.records, f.records/n, f.dropped, f.errors)
-	fmt.Printf("syncs_per_second%s\t%.2f\t\t(one syncfs per interval with writes)\n", tag, f.syncs/f.took.Seconds())
+	fmt.Printf("syncs_per_second%s\t%.2f\t\t(one sync per interval with writes: an fdatasync of each log written)\n", tag, f.syncs/f.took.Seconds())
 	amp := 1.0
 	if f.fileBytes > 0 {
 		amp = (f.fileBytes + f.compacted) / f.fileBytes
 	}
 	fmt.Printf("compaction_write_amplification%s\t%.2f\t\t((appended + compaction's bytes) / appended; compaction wrote %.0f KiB)\n", tag, amp, f.compacted/1024)
 	fmt.Printf("cpu_per_update%s\t%.3f ms\tgoal ≤ 0.5 ms\t(hub CPU %.2f s; %.1f context switches of its threads per update)\n", tag, f.cpu.Seconds()*1000/n, f.cpu.Seconds(), float64(f.switches)/n)
-	fmt.Printf("rss_peak_during_updates%s\t%.1f MiB\tgoal ≤ 20 MiB\n", tag, float64(f.peakKiB)/1024)
-	fmt.Printf("rss_after_updates%s\t%.1f MiB\tgoal ≤ 20 MiB\n", tag, float64(f.afterKiB)/1024)
+	// The memory goal is the node profile's (10 updates/s); the 100/s phase is there for flash.
+	rssGoal, rssNote := "goal ≤ 20 MiB", ""
+	if f.rate >= 100 {
+		rssGoal, rssNote = "", "(the memory goal is the node profile's, at 10/s)"
+	}
+	fmt.Printf("rss_peak_during_updates%s\t%.1f MiB\t%s\t%s\n", tag, float64(f.peakKiB)/1024, rssGoal, rssNote)
+	fmt.Printf("rss_after_updates%s\t%.1f MiB\t%s\t%s\n", tag, float64(f.afterKiB)/1024, rssGoal, rssNote)
 }
 
 // realDisk describes the file system the cache is on, and refuses a tmpfs (its block writes are
