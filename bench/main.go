@@ -22,6 +22,7 @@ type options struct {
 	churn, profile, poolChurn       time.Duration
 	profile100, idle                time.Duration
 	profileSharing                  bool
+	profileInitialEvents            bool
 	limits                          string
 	sizes                           bool
 	cpuprofile                      string
@@ -36,6 +37,7 @@ func main() {
 	flag.DurationVar(&o.churn, "churn", 10*time.Second, "how long the 100 events/s churn runs")
 	flag.IntVar(&o.services, "services", 1000, "services (each with a 10-endpoint EndpointSlice) in the node profile")
 	flag.DurationVar(&o.profile, "profile", time.Minute, "how long the node profile's 10 updates/s run")
+	flag.BoolVar(&o.profileInitialEvents, "profile-initial-events", false, "the node profile's clients watch from resourceVersion \"\" (every object again as an ADDED event) instead of from their list's")
 	flag.BoolVar(&o.profileSharing, "profile-sharing", true, "the node profile's hub shares pool-scope resources (default); false: every client watches the cloud")
 	flag.DurationVar(&o.idle, "idle", idleAfter, "how long a hub runs before its idle RSS is read (also read at half of it)")
 	flag.DurationVar(&o.profile100, "profile-100", 30*time.Second, "how long the node profile's 100 updates/s run")

@@ -81,7 +81,7 @@ func benchProfile(e *env, o options) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	lists, err := profileLists(wctx, h, &wg)
+	lists, err := profileLists(wctx, h, &wg, o.profileInitialEvents)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (f listsFigures) print(label string) {
 
 // profileLists runs the node profile's clients: each lists, then watches from the list's resourceVersion until ctx ends (wg
 // tracks the watches). It returns once the hub's cache has settled.
-func profileLists(ctx context.Context, h *harness.Hub, wg *sync.WaitGroup) (listsFigures, error) {
+func profileLists(ctx context.Context, h *harness.Hub, wg *sync.WaitGroup, initialEvents bool) (listsFigures, error) {
 	clients := []struct{ ua, path string }{
 		{kubeletUA, "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName},
 		{kubeletUA, "/api/v1/nodes?fieldSelector=metadata.name%3D" + harness.NodeName},
@@ -205,6 +205,9 @@ func profileLists(ctx context.Context, h *harness.Hub, wg *sync.WaitGroup) (list
 		if err != nil {
 			peak()
 			return listsFigures{}, err
+		}
+		if initialEvents {
+			rv = "" // every object again, as ADDED events
 		}
 		wg.Add(1)
 		go func() {
@@ -235,7 +238,7 @@ func profileListsUnderLimit(e *env, limit string) error {
 	time.Sleep(20 * time.Second) // start-up settled
 	ctx, stop := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
-	f, err := profileLists(ctx, h, &wg)
+	f, err := profileLists(ctx, h, &wg, false)
 	stop()
 	wg.Wait()
 	if err != nil {
