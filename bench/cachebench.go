@@ -185,19 +185,25 @@ func ignoreExists(err error) error {
 
 // get reads one response through the hub as the given client, in protobuf.
 func get(url, ua string) (int, error) {
+	b, err := getBody(url, ua)
+	return len(b), err
+}
+
+// getBody GETs url in protobuf as the client ua and returns the answer's body (an error unless 200).
+func getBody(url, ua string) ([]byte, error) {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
 	req.Header.Set("User-Agent", ua)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	n, err := io.Copy(io.Discard, resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: %s", url, resp.Status)
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	return int(n), err
+	return b, err
 }
 
 // watchStream reads a watch through the hub until ctx ends.

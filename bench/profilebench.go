@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -250,20 +248,9 @@ func profileListsUnderLimit(e *env, limit string) error {
 
 // listRV lists in protobuf as a client does and returns the list's resourceVersion.
 func listRV(url, ua string) (string, error) {
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
-	req.Header.Set("User-Agent", ua)
-	resp, err := http.DefaultClient.Do(req)
+	body, err := getBody(url, ua)
 	if err != nil {
 		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	var u runtime.Unknown
 	if len(body) < 4 || string(body[:4]) != "k8s\x00" {

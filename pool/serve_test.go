@@ -22,17 +22,8 @@ func TestServeListStreamsTheListListBuilderBuilds(t *testing.T) {
 	st := NewStore(res)
 	var items []*object
 	for i := 0; i < 300; i++ {
-		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%03d", i), Namespace: "ns", ResourceVersion: strconv.Itoa(10 + i)},
-			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.0.%d.%d", i/250, i%250)}}
-		raw, err := wire.EncodeProto("v1", "Service", s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, err := newObject(raw, res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		items = append(items, o)
+		items = append(items, protoService(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%03d", i), Namespace: "ns", ResourceVersion: strconv.Itoa(10 + i)},
+			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.0.%d.%d", i/250, i%250)}}))
 	}
 	st.replace(items, 999, "v1", "Service")
 	// The transform drops every third object and rewrites every fifth (as a filter would).
@@ -119,16 +110,7 @@ func TestServeListStreamsTheListListBuilderBuilds(t *testing.T) {
 func TestWindowKeepsNoBytesOfReplacedObjects(t *testing.T) {
 	res := Resource{Version: "v1", Resource: "services"}
 	mk := func(rv int, app string) *object {
-		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", ResourceVersion: strconv.Itoa(rv), Labels: map[string]string{"app": app}}}
-		raw, err := wire.EncodeProto("v1", "Service", s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, err := newObject(raw, res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
+		return protoService(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", ResourceVersion: strconv.Itoa(rv), Labels: map[string]string{"app": app}}})
 	}
 	st := NewStore(res)
 	st.replace([]*object{mk(10, "x")}, 10, "v1", "Service")
@@ -143,4 +125,18 @@ func TestWindowKeepsNoBytesOfReplacedObjects(t *testing.T) {
 	if code != 200 || strings.Count(body, `"type":"DELETED"`) != 1 || strings.Count(body, `"type":"ADDED"`) != 1 || strings.Index(body, "DELETED") > strings.Index(body, "ADDED") {
 		t.Fatalf("watch: %d %s", code, body)
 	}
+}
+
+// protoService is s as a stored object, in protobuf as the cloud sends it.
+func protoService(t *testing.T, s *corev1.Service) *object {
+	t.Helper()
+	raw, err := wire.EncodeProto("v1", "Service", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := newObject(raw, Resource{Version: "v1", Resource: "services"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

@@ -38,15 +38,13 @@ func JSONListTail(rv string) []byte {
 // items and padding) is listLen bytes long.
 func ProtoListHead(apiVersion, kind string, listLen int) []byte {
 	av, k := listKind(apiVersion, kind)
-	tm := appendBytesField(appendBytesField(nil, 1, []byte(av)), 2, []byte(k))
-	b := append(append([]byte(nil), protoMagic...), appendBytesField(nil, 1, tm)...)
+	b := appendEnvelopeTypeMeta(nil, av, k)
 	b = appendVarint(b, 2<<3|wireBytes)
 	return appendVarint(b, uint64(listLen))
 }
 
-// ProtoListTail ends the envelope ProtoListHead started (its empty contentEncoding and
-// contentType, as the apiserver writes them).
-func ProtoListTail() []byte { return []byte{3<<3 | wireBytes, 0, 4<<3 | wireBytes, 0} }
+// ProtoListTail ends the envelope ProtoListHead started.
+func ProtoListTail() []byte { return append([]byte(nil), envelopeTail...) }
 
 // ProtoListMeta is the List's metadata field with resourceVersion rv.
 func ProtoListMeta(rv string) []byte {

@@ -44,17 +44,11 @@ func encodeEnvelope(apiVersion, kind string, hasRaw bool, parts ...[]byte) []byt
 	for _, p := range parts {
 		n += len(p)
 	}
-	tm := fieldLen(len(apiVersion)) + fieldLen(len(kind))
-	size := len(protoMagic) + fieldLen(tm) + 4
+	size := len(protoMagic) + fieldLen(typeMetaLen(apiVersion, kind)) + len(envelopeTail)
 	if hasRaw {
 		size += fieldLen(n)
 	}
-	out := make([]byte, 0, size)
-	out = append(out, protoMagic...)
-	out = appendVarint(out, 1<<3|wireBytes)
-	out = appendVarint(out, uint64(tm))
-	out = appendStringField(out, 1, apiVersion)
-	out = appendStringField(out, 2, kind)
+	out := appendEnvelopeTypeMeta(make([]byte, 0, size), apiVersion, kind)
 	if hasRaw {
 		out = appendVarint(out, 2<<3|wireBytes)
 		out = appendVarint(out, uint64(n))
@@ -62,7 +56,25 @@ func encodeEnvelope(apiVersion, kind string, hasRaw bool, parts ...[]byte) []byt
 			out = append(out, p...)
 		}
 	}
-	return append(out, 3<<3|wireBytes, 0, 4<<3|wireBytes, 0)
+	return append(out, envelopeTail...)
+}
+
+// envelopeTail ends an envelope: its empty contentEncoding and contentType, as the apiserver
+// writes them.
+var envelopeTail = []byte{3<<3 | wireBytes, 0, 4<<3 | wireBytes, 0}
+
+func typeMetaLen(apiVersion, kind string) int {
+	return fieldLen(len(apiVersion)) + fieldLen(len(kind))
+}
+
+// appendEnvelopeTypeMeta appends the magic and the envelope's TypeMeta field: what comes before
+// its raw field.
+func appendEnvelopeTypeMeta(b []byte, apiVersion, kind string) []byte {
+	b = append(b, protoMagic...)
+	b = appendVarint(b, 1<<3|wireBytes)
+	b = appendVarint(b, uint64(typeMetaLen(apiVersion, kind)))
+	b = appendStringField(b, 1, apiVersion)
+	return appendStringField(b, 2, kind)
 }
 
 // DecodeProtoEnvelope opens the envelope and returns apiVersion, kind and the message bytes (which

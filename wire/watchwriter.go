@@ -13,7 +13,6 @@ type WatchWriter struct {
 	w        http.ResponseWriter
 	rc       *http.ResponseController
 	protobuf bool
-	frame    func(WatchEvent) []byte
 	timeout  time.Duration
 	// APIVersion and Kind name the watched objects' type in bookmarks.
 	APIVersion, Kind string
@@ -22,10 +21,10 @@ type WatchWriter struct {
 // StartWatch answers 200 with a watch's headers, in protobuf or JSON. A writeTimeout above zero
 // bounds every write: a client that stops reading is cut off instead of holding the server.
 func StartWatch(w http.ResponseWriter, protobuf bool, writeTimeout time.Duration) *WatchWriter {
-	ww := &WatchWriter{w: w, rc: http.NewResponseController(w), protobuf: protobuf, frame: EncodeJSONWatchEvent, timeout: writeTimeout}
+	ww := &WatchWriter{w: w, rc: http.NewResponseController(w), protobuf: protobuf, timeout: writeTimeout}
 	ct := MediaJSON
 	if protobuf {
-		ct, ww.frame = MediaProtobufWatch, EncodeProtoWatchEvent
+		ct = MediaProtobufWatch
 	}
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Cache-Control", "no-cache, private")
@@ -39,8 +38,9 @@ func (ww *WatchWriter) Send(typ string, obj []byte) bool {
 	if ww.timeout > 0 {
 		_ = ww.rc.SetWriteDeadline(time.Now().Add(ww.timeout))
 	}
-	if ww.protobuf && len(typ) <= 16 {
-		// The frame's head, then the object as it is: nothing allocated, nothing copied.
+	if ww.protobuf {
+		// The frame's head, then the object as it is: nothing copied (nor allocated, for the
+		// event types there are).
 		var h [protoFrameHeadMax]byte
 		if _, err := ww.w.Write(appendProtoFrameHead(h[:0], typ, len(obj))); err != nil {
 			return false
@@ -48,7 +48,7 @@ func (ww *WatchWriter) Send(typ string, obj []byte) bool {
 		_, err := ww.w.Write(obj)
 		return err == nil
 	}
-	_, err := ww.w.Write(ww.frame(WatchEvent{Type: typ, Object: obj}))
+	_, err := ww.w.Write(EncodeJSONWatchEvent(WatchEvent{Type: typ, Object: obj}))
 	return err == nil
 }
 
