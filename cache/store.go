@@ -91,7 +91,15 @@ const (
 	// DefaultLocalQuota bounds what one owner's offline changes (events created offline, above
 	// all) take when --cache-max-bytes is not set; with it, an owner gets an eighth of it.
 	DefaultLocalQuota = 8 << 20
+	// DefaultForeignBudget bounds what the offline changes of every owner but the node's own
+	// (component@credential: pods and anything else with a credential of its own) take together
+	// when --cache-max-bytes is not set; with it, they share an eighth of it. So however many
+	// credentials a pod makes up, its offline writes cannot fill the node's disk.
+	DefaultForeignBudget = 16 << 20
 )
+
+// Foreign says whether an owner is not the node's own: component@credential.
+func Foreign(owner string) bool { return strings.Contains(owner, "@") }
 
 // Store is the cache under one directory. Safe for concurrent use.
 type Store struct {
@@ -108,6 +116,8 @@ type Store struct {
 	ownerIDs   map[string]int32
 	ownerAt    []uint32 // newest record of each owner (Unix seconds)
 	localBytes []int64  // bytes of each owner's offline changes
+	foreign    []bool   // each owner is Foreign
+	foreignSum int64    // localBytes of the foreign owners together
 
 	liveBytes atomic.Int64 // live records of every log
 	fileBytes atomic.Int64 // every log's file
@@ -413,6 +423,7 @@ func (s *Store) ownerID(name string) int32 {
 	s.owners = append(s.owners, name)
 	s.ownerAt = append(s.ownerAt, 0)
 	s.localBytes = append(s.localBytes, 0)
+	s.foreign = append(s.foreign, Foreign(name))
 	s.ownerIDs[name] = id
 	return id
 }
@@ -441,7 +452,23 @@ func (s *Store) touch(owner int32, at uint32) {
 func (s *Store) addLocal(owner int32, n int64) {
 	s.omu.Lock()
 	s.localBytes[owner] += n
+	if s.foreign[owner] {
+		s.foreignSum += n
+	}
 	s.omu.Unlock()
+}
+
+// ForeignLocalBytes is what the offline changes of the owners that are not the node's own take.
+func (s *Store) ForeignLocalBytes() int64 {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	return s.foreignSum
+}
+
+func (s *Store) isForeign(owner int32) bool {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	return s.foreign[owner]
 }
 
 func (s *Store) local(owner int32) int64 {
@@ -523,13 +550,18 @@ func (l *rlog) shared(key, rv string, sum uint32, hfield, stored []byte) *rec {
 	return nil
 }
 
-// makeRoom keeps an owner's offline changes within its quota, and the cache within
+// makeRoom keeps an owner's offline changes within its quota, the offline changes of the owners
+// that are not the node's own within their budget together, and the cache within
 // --cache-max-bytes, by removing that owner's oldest offline changes of the resource.
 func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
-	quota := int64(DefaultLocalQuota)
+	quota, budget := int64(DefaultLocalQuota), int64(DefaultForeignBudget)
 	max := l.s.maxBytes.Load()
 	if max > 0 {
-		quota = max / 8
+		quota, budget = max/8, max/8
+	}
+	foreign := l.s.isForeign(owner)
+	if foreign {
+		quota = min(quota, budget)
 	}
 	if need > quota {
 		return fmt.Errorf("cache: offline change of %d bytes is larger than the quota of %d: %w", need, quota, ErrFull)
@@ -540,6 +572,9 @@ func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
 	}
 	over := func() bool {
 		if l.s.local(owner)+need-freed > quota {
+			return true
+		}
+		if foreign && l.s.ForeignLocalBytes()+need-freed > budget {
 			return true
 		}
 		return max > 0 && l.s.Size()+need-freed > max

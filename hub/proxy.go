@@ -130,7 +130,8 @@ func (s *Server) identify(q *proxyRequest) {
 	if s.local != nil {
 		var own string
 		own, q.cred = s.cacheOwner(q.ri, q.r, q.id)
-		q.local = &local.Request{Info: q.ri, Own: own, Shared: q.id == remote.Node}
+		node := q.id == remote.Node
+		q.local = &local.Request{Info: q.ri, Own: own, Shared: node, Vouched: node || s.ids.Vouched(q.cred)}
 	}
 }
 

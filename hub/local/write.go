@@ -31,6 +31,12 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.unavailable(w, req)
 		return
 	}
+	if !req.Shared && !req.Vouched {
+		// Offline a token's claims cannot be checked: one the cloud never accepted may be made
+		// up, and every made-up one would be an owner with a quota of its own.
+		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and never accepted this credential: create "+resourceName(ri)+" cannot be answered offline")
+		return
+	}
 	body, err := readBody(r)
 	if err != nil {
 		p.status(w, req, http.StatusBadRequest, err.Error())
@@ -59,11 +65,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 		UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels, Fields: m.Fields, Local: true}
 	k := cache.Key{Resource: resource(req.Owners[0], ri), Namespace: m.Namespace, Name: m.Name}
 	if err := p.Store.Put(k, &h, body); err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, cache.ErrFull) {
-			code = http.StatusInsufficientStorage // past the owner's quota of offline changes
-		}
-		p.status(w, req, code, err.Error())
+		p.writeFailed(w, req, err)
 		return
 	}
 	p.respondObject(w, req, http.StatusCreated, body)
@@ -110,11 +112,23 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels, Fields: m.Fields, Local: true}
 	k := cache.Key{Resource: resource(owner, ri), Namespace: m.Namespace, Name: m.Name}
 	if err := p.Store.Put(k, &h, result); err != nil {
-		p.status(w, req, http.StatusInternalServerError, err.Error())
+		p.writeFailed(w, req, err)
 		return
 	}
 	p.log().Debug("offline change kept locally", "resource", ri.Resource, "name", m.Name)
 	p.respondObject(w, req, http.StatusOK, result)
+}
+
+// writeFailed answers an offline write the cache did not keep. Past a quota (cache.ErrFull) it is
+// what the apiserver answers past a ResourceQuota: 403 Forbidden, "exceeded quota" — final, so
+// client-go's event recorder drops the event instead of retrying (a 429 would be retried, and the
+// quota does not free itself while offline); any other failure is a 500.
+func (p *Proxy) writeFailed(w http.ResponseWriter, req *Request, err error) {
+	if errors.Is(err, cache.ErrFull) {
+		p.status(w, req, http.StatusForbidden, "nodehub: exceeded quota of offline changes: "+err.Error())
+		return
+	}
+	p.status(w, req, http.StatusInternalServerError, err.Error())
 }
 
 // AnswersWrite reports whether the offline proxy answers a write of this kind with more than a
