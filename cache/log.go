@@ -298,7 +298,9 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 		l.addLive(int64(n))
 		l.setHold(id(p.ns, p.name), hold{owner: owner, r: target, refN: n})
 	case recDel:
-		l.delHold(id(p.ns, p.name), owner)
+		if key := id(p.ns, p.name); l.delHold(key, owner) {
+			l.forget(owner, key)
+		}
 	case recList:
 		var lr ListRecord
 		if json.Unmarshal(p.body, &lr) != nil {
@@ -333,6 +335,21 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 				l.addLive(-(int64(ls.n + ls.metaN)))
 				delete(l.lists, k)
 			}
+		}
+	}
+}
+
+// forget takes a deleted object out of the keys of its owner's lists: a list's keys are then what
+// it holds, so a key it names that is not held was lost (a write that failed), never deleted. The
+// keys are replaced, not changed in place: readers may hold the old slice.
+func (l *rlog) forget(owner int32, key string) {
+	for k, ls := range l.lists {
+		if k.owner != owner {
+			continue
+		}
+		keys := ls.rec.Keys
+		if i, ok := slices.BinarySearch(keys, key); ok {
+			ls.rec.Keys = slices.Concat(keys[:i:i], keys[i+1:])
 		}
 	}
 }
