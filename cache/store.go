@@ -35,12 +35,14 @@
 // written, one fdatasync(2) of each log appended to (and an fsync of each discovery file written
 // and of each directory whose entries changed), not one fsync per object, because flash wears with
 // every flush. A kill -9 loses nothing written (the page cache keeps it); a power cut loses at most the
-// writes of the last interval. Every record carries a CRC-32C: at start a log is read record by
+// writes of the last interval. Every record carries a CRC-32C keyed by the log's random salt (no
+// object's bytes can hold a record that passes it, record.go): at start a log is read record by
 // record, and a record that fails its frame or checksum is never applied. At the tail it is a write
 // the crash cut short, and the log is cut there, so what remains is a prefix of what was written: a
 // consistent, older state, with the lists as they were then. A bad region followed by good records
-// is corruption: it is skipped, copied to .quarantine, and every list of that resource is marked
-// incomplete until it is listed again (the kubelet is not answered a partial pod list as if whole).
+// that chain to the end of the file is corruption: it is skipped, copied to .quarantine, and every
+// list of that resource is marked incomplete until it is listed again (the kubelet is not answered
+// a partial pod list as if whole).
 // A record is checked again every time it is read, so a torn or rotten one is never served.
 //
 // A failed write (ENOSPC, EIO) is cut back off the file, marks the resource's lists incomplete in
