@@ -126,3 +126,64 @@ func TestVersion1LogIsReadAndRewritten(t *testing.T) {
 		t.Fatalf("after the rewrite: %v partial %v", got, res.Partial)
 	}
 }
+
+// A pod with 14,000 labels (1.2 MB, a valid object) is cached and read back, also after a
+// restart: its header may be as large as the objects nodehub accepts (issue 23: it was cached but
+// never readable, so kubelet's offline pod list was 503 for good, and after a restart whole
+// without the pod).
+func TestObjectWithMegabytesOfLabelsReadsBack(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	labels := map[string]string{}
+	for i := 0; i < 14000; i++ {
+		labels[fmt.Sprintf("example.com/label-%05d", i)] = fmt.Sprintf("value-%060d", i)
+	}
+	big := pod("big", "edge-1", "2", labels)
+	if b := podJSON(t, big); len(b) < 1<<20 {
+		t.Fatalf("the pod is %d bytes: the test proves nothing", len(b))
+	}
+	respond(t, m, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "kubelet", listBody(t, "10", pod("a", "edge-1", "1", nil), big))
+	check := func(s *Store, when string) {
+		got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1")
+		if res.Partial || fmt.Sprint(got) != "[a big]" {
+			t.Fatalf("%s: kubelet's pods %v partial %v, want [a big] whole", when, got, res.Partial)
+		}
+	}
+	check(s, "cached")
+	dir := s.Path()
+	s.Close()
+	s2, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	check(s2, "after a restart")
+}
+
+// A put record that passes its checksum but whose object cannot be opened (a header past the
+// bound, an unknown flag) is not applied at load, and its resource's lists are incomplete: the
+// pod it held is missing, so kubelet's pod list is not whole.
+func TestUnopenableRecordAtLoadMarksListsIncomplete(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	respond(t, m, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "kubelet", listBody(t, "10", pod("a", "edge-1", "1", nil)))
+	l, _ := s.logFor(Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, false)
+	h := (&Header{ContentType: wire.MediaJSON, Namespace: "default", Name: "b", ResourceVersion: "11", Fields: map[string]string{"spec.nodeName": "edge-1"}}).appendTo(nil)
+	l.mu.Lock()
+	rb := putPayload(make([]byte, frameLen), "kubelet", 1, "default", "b", h, 0x80, podJSON(t, pod("b", "edge-1", "11", nil)))
+	err := l.writeRaw(rb, &rec{rv: "11"}) // as a newer hub's flag, or a bit flipped before the checksum
+	l.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.Path()
+	s.Close()
+	s2, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got, res := names(t, s2, "kubelet", "", "", "spec.nodeName=edge-1"); !res.Partial {
+		t.Fatalf("a list whose pod b could not be opened at load reads whole: %v", got)
+	}
+}

@@ -32,6 +32,8 @@ type rlog struct {
 	// metaDue: objects were lost (a failed write, corruption) and the lists, already incomplete in
 	// memory, are not yet recorded so on disk: the next append records that first.
 	metaDue bool
+	// unopened: while loading, a put record whose object could not be opened was not applied.
+	unopened bool
 	// unsynced: records were appended since the last Sync.
 	unsynced bool
 	buf      []byte
@@ -161,8 +163,9 @@ func (l *rlog) load() error {
 	var fr [frameLen]byte
 	var buf []byte
 	lost := false
+	l.unopened = false
 	defer func() {
-		if lost { // objects were lost: no list read back is whole, whenever it was recorded
+		if lost || l.unopened { // objects were lost: no list read back is whole, whenever it was recorded
 			l.lose()
 		}
 	}()
@@ -314,10 +317,12 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 		if r == nil {
 			hdr, _, err := p.open()
 			if err != nil {
+				l.unopened = true // its object is lost: no list that held it is whole
 				return
 			}
 			rv, local, ok := headerRV(hdr)
 			if !ok {
+				l.unopened = true
 				return
 			}
 			r = &rec{local: local, rv: rv, sum: crc32.Update(crc32.Checksum(p.header, crcTable), crcTable, p.body)}

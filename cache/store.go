@@ -499,6 +499,14 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	sc := getScratch()
 	defer putScratch(sc)
 	sc.plain = h.appendTo(sc.plain[:0])
+	if len(sc.plain) > maxHeader {
+		if !h.Local { // a newer version of the object is not kept: no list holding it is whole
+			l.mu.Lock()
+			l.lose()
+			l.mu.Unlock()
+		}
+		return fmt.Errorf("cache: put %s: header of %d bytes: %w", k.Path(), len(sc.plain), ErrFull)
+	}
 	hfield, flags, stored := storedForm(sc, sc.plain, body)
 	sum := crc32.Update(crc32.Checksum(hfield, crcTable), crcTable, stored)
 	l.mu.Lock()
