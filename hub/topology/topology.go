@@ -34,6 +34,11 @@ type Source struct {
 	fromNodePool bool
 	period       context.Context // ends at the next change: filtered watches end so clients re-list
 	end          context.CancelFunc
+
+	// listed: the first list of each source came (services; the pool's, from the NodePool or the
+	// nodes' labels); synced is closed once all that is needed did.
+	listedServices, listedPool bool
+	synced                     chan struct{}
 }
 
 // New returns an empty topology for a node of pool poolName ("" for none) that Run reads through
@@ -42,9 +47,32 @@ func New(poolName string, fetch listwatch.Fetch, log *slog.Logger) *Source {
 	if log == nil {
 		log = slog.Default()
 	}
-	t := &Source{poolName: poolName, fetch: fetch, log: log, keys: map[string]string{}}
+	t := &Source{poolName: poolName, fetch: fetch, log: log, keys: map[string]string{}, synced: make(chan struct{})}
 	t.period, t.end = context.WithCancel(context.Background())
 	return t
+}
+
+// Synced returns a channel closed once the topology was loaded (from the cloud or, offline, from
+// the cache): the services were listed, and the pool's nodes when the node is in a pool. Until
+// then a filter that used it would let every node's endpoints through.
+func (t *Source) Synced() <-chan struct{} { return t.synced }
+
+// listed records the first list of a source.
+func (t *Source) listed(pool bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pool {
+		t.listedPool = true
+	} else {
+		t.listedServices = true
+	}
+	if t.listedServices && (t.listedPool || t.poolName == "") {
+		select {
+		case <-t.synced:
+		default:
+			close(t.synced)
+		}
+	}
 }
 
 // TopologyKey implements filter.Topology.
@@ -142,6 +170,7 @@ func (t *Source) Run(ctx context.Context) {
 			ns, name, _ := strings.Cut(id, "/")
 			t.setService(ns, name, "")
 		}
+		t.listed(false)
 	}, func(ev wire.WatchEvent) {
 		ns, name, key := serviceKey(ev.Object)
 		if ev.Type == wire.EventDeleted {
@@ -159,6 +188,7 @@ func (t *Source) Run(ctx context.Context) {
 	go t.informer(ctx, poolPath, "nodepools", func(items [][]byte) {
 		if len(items) > 0 {
 			t.setPoolFrom(true, poolNodes(items[0]))
+			t.listed(true)
 		}
 	}, func(ev wire.WatchEvent) {
 		if ev.Type == wire.EventAdded || ev.Type == wire.EventModified {
@@ -178,6 +208,7 @@ func (t *Source) Run(ctx context.Context) {
 			}
 		}
 		t.setPoolFrom(false, maps.Clone(nodes))
+		t.listed(true)
 	}, func(ev wire.WatchEvent) {
 		m, err := wire.ExtractMeta(ev.Object, "nodes")
 		if err != nil {
