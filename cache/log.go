@@ -315,7 +315,7 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 	case recPut:
 		r := target
 		if r == nil {
-			hdr, _, err := p.open()
+			hdr, err := p.openHeader()
 			if err != nil {
 				l.unopened = true // its object is lost: no list that held it is whole
 				return
