@@ -1,12 +1,16 @@
 package hub
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"nodehub/cache"
 )
@@ -60,5 +64,51 @@ func TestProxyOfflineCreatesStayWithinOneBudget(t *testing.T) {
 	// The node's own clients are not in that budget.
 	if a := f.do(t, http.MethodPost, events, kubelet, "", ev(99)); a.code != http.StatusCreated {
 		t.Fatalf("kubelet's offline event after the flood: %d %.200s", a.code, a.body)
+	}
+}
+
+// A body that trickles in gets 408 on every route, the offline proxy's included (issue 23: an
+// offline event create got 400, README says 408).
+func TestTricklingBodyOfflineIs408(t *testing.T) {
+	f := newProxyFixture(t, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond })
+	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusOK {
+		t.Fatalf("online get: %d %s", a.code, a.body)
+	}
+	f.offline(t)
+	for _, path := range []string{"/api/v1/namespaces/default/events", "/api/v1/namespaces/default/pods/web/status"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		method := http.MethodPost
+		if strings.HasSuffix(path, "/status") {
+			method = http.MethodPatch
+		}
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: hub\r\nUser-Agent: kubelet/v1\r\nContent-Type: application/merge-patch+json\r\nContent-Length: 1000\r\n\r\n{", method, path)
+		stop := make(chan struct{})
+		go func() { // one byte every 100 ms: never done in time
+			for i := 0; i < 50; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}()
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		close(stop)
+		if err != nil {
+			t.Fatalf("%s %s: no answer to a trickling body: %v", method, path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), `"kind":"Status"`) {
+			t.Fatalf("offline %s %s with a trickling body: %d %s, want a 408 Status", method, path, resp.StatusCode, b)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -39,7 +40,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 	}
 	body, err := readBody(r)
 	if err != nil {
-		p.status(w, req, http.StatusBadRequest, err.Error())
+		p.answerError(w, req, err, http.StatusBadRequest)
 		return
 	}
 	if !req.Info.ContentType.IsProtobuf() {
@@ -90,7 +91,7 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 	}
 	body, err := readBody(r)
 	if err != nil {
-		p.status(w, req, http.StatusBadRequest, err.Error())
+		p.answerError(w, req, err, http.StatusBadRequest)
 		return
 	}
 	var result []byte
@@ -172,13 +173,18 @@ func (p *Proxy) respondObject(w http.ResponseWriter, req *Request, code int, raw
 	writeBody(w, code, format{protobuf: pb}.contentType(false), body)
 }
 
+// readBody reads a request's body, at most maxBody: past it 400; a body that did not arrive by
+// its deadline (the hub's body timeout) 408, as on every other route.
 func readBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &statusError{http.StatusRequestTimeout, "nodehub: the request body was not received in time"}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("nodehub: read body: %w", err)
+		return nil, &statusError{http.StatusBadRequest, "nodehub: read body: " + err.Error()}
 	}
 	if len(b) > maxBody {
-		return nil, fmt.Errorf("nodehub: body larger than %d bytes", maxBody)
+		return nil, &statusError{http.StatusBadRequest, fmt.Sprintf("nodehub: body larger than %d bytes", maxBody)}
 	}
 	return b, nil
 }
