@@ -35,9 +35,12 @@ type Source struct {
 	period       context.Context // ends at the next change: filtered watches end so clients re-list
 	end          context.CancelFunc
 
-	// listed: the first list of each source came (services; the pool's, from the NodePool or the
-	// nodes' labels); synced is closed once all that is needed did.
+	// listedServices: the services were listed; listedPool: the pool's nodes were (from the
+	// NodePool or the nodes' labels), or both sources answered their first list, if with an error
+	// (no NodePool API, no right to list nodes: the pool is then this node alone, which filters
+	// more, never less). synced is closed once both hold.
 	listedServices, listedPool bool
+	poolTries                  int
 	synced                     chan struct{}
 }
 
@@ -66,6 +69,20 @@ func (t *Source) listed(pool bool) {
 	} else {
 		t.listedServices = true
 	}
+	t.checkSyncedLocked()
+}
+
+// poolTried records that one of the pool's two sources answered its first list.
+func (t *Source) poolTried() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.poolTries++; t.poolTries >= 2 {
+		t.listedPool = true
+	}
+	t.checkSyncedLocked()
+}
+
+func (t *Source) checkSyncedLocked() {
 	if t.listedServices && (t.listedPool || t.poolName == "") {
 		select {
 		case <-t.synced:
@@ -151,7 +168,7 @@ func (t *Source) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 
 // Run keeps the topology current until ctx ends.
 func (t *Source) Run(ctx context.Context) {
-	go t.informer(ctx, "/api/v1/services", "services", func(items [][]byte) {
+	go t.informer(ctx, "/api/v1/services", "services", nil, func(items [][]byte) {
 		seen := map[string]bool{}
 		for _, it := range items {
 			ns, name, key := serviceKey(it)
@@ -185,7 +202,7 @@ func (t *Source) Run(ctx context.Context) {
 	// Both sources run: OpenYurt's NodePool (status.nodes) when that API exists, else the nodes
 	// labelled with the pool. The NodePool wins once it has been seen.
 	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
-	go t.informer(ctx, poolPath, "nodepools", func(items [][]byte) {
+	go t.informer(ctx, poolPath, "nodepools", t.poolTried, func(items [][]byte) {
 		if len(items) > 0 {
 			t.setPoolFrom(true, poolNodes(items[0]))
 			t.listed(true)
@@ -198,7 +215,7 @@ func (t *Source) Run(ctx context.Context) {
 	nodes := map[string]bool{}
 	var mu sync.Mutex
 	nodePath := "/api/v1/nodes?labelSelector=" + url.QueryEscape("apps.openyurt.io/nodepool="+pool)
-	go t.informer(ctx, nodePath, "nodes", func(items [][]byte) {
+	go t.informer(ctx, nodePath, "nodes", t.poolTried, func(items [][]byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		nodes = map[string]bool{}
@@ -259,16 +276,21 @@ func poolNodes(raw []byte) map[string]bool {
 }
 
 // informer lists path and then watches it from the list's resourceVersion, again and again (with
-// a back-off after failures) until ctx ends: listwatch's loop.
-func (t *Source) informer(ctx context.Context, path, resource string, onList func([][]byte), onEvent func(wire.WatchEvent)) {
+// a back-off after failures) until ctx ends: listwatch's loop. tried, if set, is told once, when
+// the first list ended, however.
+func (t *Source) informer(ctx context.Context, path, resource string, tried func(), onList func([][]byte), onEvent func(wire.WatchEvent)) {
 	fetch := t.fetch
 	sep := "?"
 	if strings.Contains(path, "?") {
 		sep = "&"
 	}
+	var once sync.Once
 	listwatch.Run(ctx, time.Second, 30*time.Second, func(ctx context.Context) (<-chan struct{}, error) {
 		var items [][]byte
 		meta, err := listwatch.List(ctx, fetch, path, func(raw []byte) error { items = append(items, raw); return nil })
+		if tried != nil && ctx.Err() == nil {
+			once.Do(tried)
+		}
 		if err == nil {
 			onList(items)
 			items = nil
