@@ -28,7 +28,7 @@ import (
 //     from the shared store (pool.go); offline, or a cold read, from the cache (hub/local);
 //     offline without a cache: 503; else to the cloud
 //  5. chain     the filters its answer goes through (for the pool and the cloud routes; the
-//     cache holds filtered answers)
+//     cache holds filtered answers); servicetopology's waits for the topology (503 past 10 s)
 //  6. forward   to a healthy server through httputil.ReverseProxy and the balancer (forward.go);
 //     on the cloud's answer (respond): count it, keep a token, filter it, set the autonomy
 //     condition, learn the ServiceAccount the cloud accepted, tee it into the cache
