@@ -64,7 +64,7 @@ func (s *Server) poolTee(req *http.Request, resp *http.Response) {
 // store (routePool), each object through the request's filter chain.
 func (s *Server) servePool(q *proxyRequest) {
 	ri := q.ri
-	sv := pool.Serving{Info: ri}
+	sv := pool.Serving{Info: ri, Revisions: s.fixRevisions(ri)}
 	if chain := q.chain; chain != nil {
 		sv.Transform = func(raw []byte) ([]byte, bool) {
 			out, v := chain.Apply(raw)

@@ -223,7 +223,7 @@ func (s *Server) serveLocal(q *proxyRequest) {
 // chain uses servicetopology ends when the topology changes: the client re-lists and gets
 // re-filtered slices.
 func (s *Server) chainFor(q *proxyRequest) {
-	q.chain = s.filters.For(q.ri)
+	q.chain = s.fixChain(q, s.filters.For(q.ri))
 	if q.chain == nil {
 		return
 	}

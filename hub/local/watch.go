@@ -35,11 +35,16 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
+	rev := p.revisions(ri)
+	var rewrite func([]byte) []byte
+	if rev != nil && ri.SendInitialEvents {
+		rewrite = rev.Served()
+	}
 	res, err := p.each(pl, func(it cache.Item) error {
 		if !ri.SendInitialEvents {
 			return nil
 		}
-		obj, err := wire.Convert(it.Body, f.protobuf)
+		obj, err := wire.Convert(rewritten(rewrite, it.Body), f.protobuf)
 		if err != nil {
 			return nil
 		}
@@ -81,7 +86,14 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		if p.Online != nil && p.Online() {
 			return // the cloud is back: end, so the client re-lists from it
 		}
+		var revised <-chan struct{}
+		if rev != nil {
+			if revised, ok = p.revise(r, req, pl, rev, f.protobuf, send); !ok {
+				return
+			}
+		}
 		select {
+		case <-revised:
 		case <-r.Context().Done():
 			return
 		case <-end.C:

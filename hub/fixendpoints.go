@@ -1,0 +1,132 @@
+package hub
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+
+	"nodehub/cache"
+	"nodehub/filter"
+	"nodehub/hub/endpointfix"
+	"nodehub/hub/local"
+	"nodehub/pool"
+	"nodehub/wire"
+)
+
+// The node's endpoints follow kubelet's reports while the cloud cannot hear them
+// (hub/endpointfix). The hooks: kubelet's status writes applied offline (local.Proxy.Applied) and
+// the offline copies in the cache at start feed the Fixer; the cloud's answers to kubelet's status
+// writes tell it the cloud caught up; every EndpointSlice answer goes through it — the cloud's and
+// the shared stores' through the request's chain (chainFor), the cache's through
+// local.Proxy.Revisions — and every open watch of slices sends what it changes as MODIFIED.
+
+// newFixer sets up the corrections (with a cache: they need the node's cached pods).
+func (s *Server) newFixer() {
+	if s.local == nil || s.cfg.NodeName == "" {
+		return
+	}
+	s.fix = endpointfix.New(s.cfg.NodeName, s.cfg.EndpointsReturnBound, s.log)
+	s.local.Applied = func(ri *wire.RequestInfo, obj []byte) {
+		if isPods(ri) && ri.Subresource == "status" {
+			s.fix.Reported(obj)
+		}
+	}
+	s.local.Revisions = func(ri *wire.RequestInfo) local.Revisions {
+		if !isSlices(ri) {
+			return nil
+		}
+		return s.fix.NewWatch()
+	}
+	s.metrics.reg.NewGaugeFunc("nodehub_endpoints_corrected", "Endpoints of this node's pods served as kubelet reported them rather than as the cloud's EndpointSlices say (while the cloud cannot hear kubelet, and after its return until it caught up).",
+		func() float64 { return float64(s.fix.Corrected()) })
+	s.loadReports()
+}
+
+// loadReports gives the Fixer the node's pods whose status kubelet wrote offline and the cloud
+// has not replaced yet (the cache marks them local): a hub restarted offline corrects from its
+// first answer.
+func (s *Server) loadReports() {
+	store := s.cache.Store
+	sel, _ := wire.NewSelector("", "", "")
+	for _, owner := range store.Owners() {
+		if strings.Contains(owner, "@") {
+			continue
+		}
+		r := cache.Resource{Owner: owner, Version: "v1", Resource: "pods"}
+		_, _ = store.EachInList(r, sel, func(it cache.Item) error {
+			if it.Header.Local && it.Header.Fields["spec.nodeName"] == s.cfg.NodeName {
+				s.fix.Reported(it.Body)
+			}
+			return nil
+		})
+	}
+	if n := s.fix.Pods(); n > 0 {
+		s.log.Info("endpointfix: this node's endpoints follow kubelet's offline reports", "pods", n)
+	}
+}
+
+func isPods(ri *wire.RequestInfo) bool {
+	return ri.IsResource && ri.Group == "" && ri.Resource == "pods"
+}
+
+func isSlices(ri *wire.RequestInfo) bool {
+	return ri.IsResource && ri.Group == "discovery.k8s.io" && ri.Resource == "endpointslices" && ri.Subresource == ""
+}
+
+// fixChain adds the corrections to a request's chain (every client's reads of EndpointSlices):
+// always for the shared stores, whose watches outlive an outage; for the cloud only while some
+// endpoint is corrected (a chain makes a list answer be read whole before it is sent).
+func (s *Server) fixChain(q *proxyRequest, c *filter.Chain) *filter.Chain {
+	if s.fix == nil || q.store == nil && !s.fix.Active() {
+		return c
+	}
+	return filter.With(c, q.ri, s.fix.Filter())
+}
+
+// fixRevisions are a shared store's watch's revisions, or nil.
+func (s *Server) fixRevisions(ri *wire.RequestInfo) pool.Revisions {
+	if s.fix == nil || !isSlices(ri) || ri.Verb != wire.VerbWatch {
+		return nil
+	}
+	return s.fix.NewWatch()
+}
+
+// maxStatusAnswer bounds the cloud's answer to a status write the Fixer reads (a pod).
+const maxStatusAnswer = 1 << 20
+
+// watchStatusWrite shows the Fixer the cloud's answer to kubelet's status write of a pod it
+// corrects: the cloud has kubelet's report now. Nothing is read when nothing is corrected.
+func (s *Server) watchStatusWrite(q *proxyRequest, resp *http.Response) {
+	ri := q.ri
+	if s.fix == nil || !s.fix.Active() || !q.local.Shared || !isPods(ri) || ri.Subresource != "status" ||
+		ri.Verb != wire.VerbPatch && ri.Verb != wire.VerbUpdate || resp.StatusCode/100 != 2 || resp.Header.Get("Content-Encoding") != "" {
+		return
+	}
+	resp.Body = &captureBody{ReadCloser: resp.Body, done: s.fix.ReportedOnline}
+}
+
+// captureBody passes a body through and hands it, whole, to done at its end (nothing past
+// maxStatusAnswer).
+type captureBody struct {
+	io.ReadCloser
+	buf  bytes.Buffer
+	over bool
+	done func([]byte)
+}
+
+func (c *captureBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if !c.over {
+		if c.buf.Len()+n > maxStatusAnswer {
+			c.over, c.buf = true, bytes.Buffer{}
+		} else {
+			c.buf.Write(p[:n])
+		}
+	}
+	if err == io.EOF && !c.over && c.done != nil {
+		c.done(bytes.TrimSpace(c.buf.Bytes()))
+		c.done = nil
+	}
+	return n, err
+}
