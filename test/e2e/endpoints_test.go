@@ -1,0 +1,408 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"nodehub/e2e/harness"
+)
+
+// sliceWatcher is a kube-proxy- or CoreDNS-like reader of EndpointSlices: an informer (list, then
+// watch, again after each end, re-listing when told to), keeping the slices as they are now and
+// every address any event or list brought.
+type sliceWatcher struct {
+	name string
+	mu   sync.Mutex
+	now  map[string]*discoveryv1.EndpointSlice
+	seen map[string]bool // addresses of the node's pods named since mark
+	mods int              // updates received
+}
+
+func watchSlices(t *testing.T, ctx context.Context, name string, cs kubernetes.Interface, ns string) *sliceWatcher {
+	t.Helper()
+	w := &sliceWatcher{name: name, now: map[string]*discoveryv1.EndpointSlice{}, seen: map[string]bool{}}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := f.Discovery().V1().EndpointSlices().Informer()
+	put := func(obj any, update bool) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.now[s.Name] = s
+		if update {
+			w.mods++
+		}
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil && *e.NodeName == harness.NodeName {
+				for _, a := range e.Addresses {
+					w.seen[a] = true
+				}
+			}
+		}
+	}
+	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { put(o, false) },
+		UpdateFunc: func(_, o any) { put(o, true) },
+		DeleteFunc: func(o any) {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+				w.mu.Lock()
+				delete(w.now, s.Name)
+				w.mu.Unlock()
+			}
+		},
+	})
+	f.Start(ctx.Done())
+	return w
+}
+
+// mark forgets the addresses seen so far.
+func (w *sliceWatcher) mark() {
+	w.mu.Lock()
+	clear(w.seen)
+	w.mu.Unlock()
+}
+
+func (w *sliceWatcher) saw(addr string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen[addr]
+}
+
+// endpoint returns pod's endpoint in service's slice as the watcher holds it.
+func (w *sliceWatcher) endpoint(service, pod string) (discoveryv1.Endpoint, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.now {
+		if s.Labels[discoveryv1.LabelServiceName] == service {
+			if e, ok := endpointOf(s, pod); ok {
+				return e, true
+			}
+		}
+	}
+	return discoveryv1.Endpoint{}, false
+}
+
+func endpointOf(s *discoveryv1.EndpointSlice, pod string) (discoveryv1.Endpoint, bool) {
+	for _, e := range s.Endpoints {
+		if e.TargetRef != nil && e.TargetRef.Name == pod {
+			return e, true
+		}
+	}
+	return discoveryv1.Endpoint{}, false
+}
+
+// want is one endpoint as a reader must see it.
+type want struct {
+	pod, addr    string
+	ready, serve bool
+}
+
+func (x want) check(e discoveryv1.Endpoint, ok bool) error {
+	switch {
+	case !ok:
+		return fmt.Errorf("%s: no endpoint", x.pod)
+	case !slices.Equal(e.Addresses, []string{x.addr}):
+		return fmt.Errorf("%s: addresses %v, want %s", x.pod, e.Addresses, x.addr)
+	case e.Conditions.Ready == nil || *e.Conditions.Ready != x.ready || e.Conditions.Serving == nil || *e.Conditions.Serving != x.serve:
+		return fmt.Errorf("%s: ready %v serving %v, want %v/%v", x.pod, deref(e.Conditions.Ready), deref(e.Conditions.Serving), x.ready, x.serve)
+	}
+	return nil
+}
+
+func deref(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
+}
+
+// listed checks a list of slices (through a client) against wants for every service.
+func listed(ctx context.Context, cs kubernetes.Interface, ns string, services []string, wants ...want) error {
+	l, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, svc := range services {
+		found := false
+		for i := range l.Items {
+			s := &l.Items[i]
+			if s.Labels[discoveryv1.LabelServiceName] != svc {
+				continue
+			}
+			found = true
+			for _, x := range wants {
+				e, ok := endpointOf(s, x.pod)
+				if err := x.check(e, ok); err != nil {
+					return fmt.Errorf("list, service %s: %w", svc, err)
+				}
+			}
+		}
+		if !found {
+			return fmt.Errorf("list: no slice of service %s", svc)
+		}
+	}
+	return nil
+}
+
+// watched checks what each watcher holds now against wants for every service.
+func watched(ws []*sliceWatcher, services []string, wants ...want) error {
+	for _, w := range ws {
+		for _, svc := range services {
+			for _, x := range wants {
+				e, ok := w.endpoint(svc, x.pod)
+				if err := x.check(e, ok); err != nil {
+					return fmt.Errorf("%s watch, service %s: %w", w.name, svc, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// kubeletPodStatus sends a pod's status as kubelet's status manager does: a strategic merge
+// patch of pods/<name>/status with the pod's uid as precondition, in kubelet's User-Agent.
+func kubeletPodStatus(ctx context.Context, kubelet kubernetes.Interface, ns, name string, uid types.UID, ip string, ready bool) error {
+	st := "False"
+	if ready {
+		st = "True"
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"$setElementOrder/conditions":[{"type":"Ready"}],`+
+		`"conditions":[{"type":"Ready","status":%q,"lastTransitionTime":%q}],"podIP":%q,"podIPs":[{"ip":%q}]}}`, uid, st, now, ip, ip)
+	_, err := kubelet.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	return err
+}
+
+// After an offline reboot the node's pods come back with new IPs, not ready for a while. The
+// slices come from the real EndpointSlice controller; kubelet's status writes go through the hub
+// while the link is black-holed; kube-proxy-like readers (JSON and protobuf, list and watch) and
+// a CoreDNS-like one with its own ServiceAccount on the secure port follow the pods; a hub
+// restarted offline does too; on the return no reader is sent the dead IP again.
+func TestEndpointsFollowKubeletOffline(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := "epfix"
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
+	kcm, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{Controllers: append(slices.Clone(harness.DefaultControllers), "endpointslice")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		kcm.Stop()
+		if t.Failed() {
+			t.Logf("kube-controller-manager log:\n%s", tailString(kcm.Log(), 3000))
+		}
+	})
+	go cluster.ApproveServingCSRs(ctx)
+
+	// The nodes (the controller leaves out pods of nodes it does not know), three pods of "web":
+	// two on this node, one on another.
+	for _, n := range []string{harness.NodeName, "edge-2"} {
+		if _, err := cluster.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	ips := map[string]string{"web-1": "10.244.1.1", "web-2": "10.244.1.2", "web-3": "10.244.2.3"}
+	uids := map[string]types.UID{}
+	for _, name := range []string{"web-1", "web-2", "web-3"} {
+		p := newPod(ns, name)
+		p.Labels = map[string]string{"app": "web"}
+		if name == "web-3" {
+			p.Spec.NodeName = "edge-2"
+		}
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080}}
+		created, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ips[name], PodIPs: []corev1.PodIP{{IP: ips[name]}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if _, err := cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		uids[name] = created.UID
+	}
+	services := []string{"web", "web-headless"}
+	for _, svc := range services {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}}}
+		if svc == "web-headless" {
+			s.Spec.ClusterIP = corev1.ClusterIPNone
+		}
+		if _, err := cluster.Admin.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := []want{{"web-1", "10.244.1.1", true, true}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}}
+	eventually(t, 60*time.Second, "the EndpointSlice controller's slices", func() error {
+		return listed(ctx, cluster.Admin, ns, services, before...)
+	})
+
+	// CoreDNS's ServiceAccount, allowed to read Services and slices.
+	sa := "coredns"
+	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "dns-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}}}}
+	if _, err := cluster.Admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "dns-reader"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "dns-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+	if _, err := cluster.Admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tr, err := cluster.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Refuse()
+	h := startHubServers(t, relay.URL(), "--heartbeat-timeout-seconds=1")
+	waitServing(t, h)
+	kubelet := h.Client(kubeletUA, true)
+	proxyJSON, proxyPB := h.Client(kubeProxyUA, false), h.Client(kubeProxyUA, true)
+	dns := kubernetes.NewForConfigOrDie(podConfig(h, tr.Status.Token))
+	readers := map[string]kubernetes.Interface{"kube-proxy json": proxyJSON, "kube-proxy protobuf": proxyPB, "coredns": dns}
+	var ws []*sliceWatcher
+	for _, name := range []string{"kube-proxy json", "kube-proxy protobuf", "coredns"} {
+		ws = append(ws, watchSlices(t, ctx, name, readers[name], ns))
+	}
+	// Online: every reader has the cloud's slices (and the hub its copy of the node's pods).
+	if _, err := kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "online: the readers have the cloud's slices", func() error {
+		for name, cs := range readers {
+			if err := listed(ctx, cs, ns, services, before...); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return watched(ws, services, before...)
+	})
+
+	// The link goes black.
+	if err := relay.BlackHole(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "hub knows it is offline", func() error {
+		if v, _ := h.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 0 {
+			return fmt.Errorf("server still healthy")
+		}
+		return nil
+	})
+
+	// The node reboots: web-1 comes back with a new IP, not ready yet, as kubelet reports it.
+	if err := kubeletPodStatus(ctx, kubelet, ns, "web-1", uids["web-1"], "10.244.1.11", false); err != nil {
+		t.Fatalf("kubelet's offline status write: %v", err)
+	}
+	notReady := []want{{"web-1", "10.244.1.11", false, false}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}}
+	eventually(t, 30*time.Second, "offline: every reader's watch and list follow kubelet (not ready, new IP)", func() error {
+		if err := watched(ws, services, notReady...); err != nil {
+			return err
+		}
+		for name, cs := range readers {
+			if err := listed(ctx, cs, ns, services, notReady...); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err := kubeletPodStatus(ctx, kubelet, ns, "web-1", uids["web-1"], "10.244.1.11", true); err != nil {
+		t.Fatalf("kubelet's offline status write: %v", err)
+	}
+	after := []want{{"web-1", "10.244.1.11", true, true}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}}
+	eventually(t, 30*time.Second, "offline: the readers follow kubelet (ready)", func() error {
+		if err := watched(ws, services, after...); err != nil {
+			return err
+		}
+		for name, cs := range readers {
+			if err := listed(ctx, cs, ns, services, after...); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if v, _ := h.Metric("nodehub_endpoints_corrected"); v < 2 {
+		t.Fatalf("nodehub_endpoints_corrected %v, want at least 2 (web-1 in two services)", v)
+	}
+
+	// A hub restarted offline corrects from its first answer (the pool's shared store is empty:
+	// the cache answers).
+	dir := strings.TrimSuffix(h.CacheDir, "/cache")
+	h.Stop()
+	h2 := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
+	proxy2 := h2.Client(kubeProxyUA, true)
+	if err := listed(ctx, proxy2, ns, services, after...); err != nil {
+		t.Fatalf("restarted offline: %v", err)
+	}
+	if err := listed(ctx, h2.Client(kubeProxyUA, false), ns, services, after...); err != nil {
+		t.Fatalf("restarted offline (JSON): %v", err)
+	}
+	w2ctx, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	w2 := watchSlices(t, w2ctx, "kube-proxy after restart", proxy2, ns)
+	eventually(t, 30*time.Second, "restarted offline: a new reader", func() error { return watched([]*sliceWatcher{w2}, services, after...) })
+	w2.mark()
+
+	// The return: the cloud's slices still name the dead IP until kubelet's status reaches the
+	// cloud and the controller catches up; no reader is sent it meanwhile.
+	if err := relay.Pass(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "hub back online", func() error {
+		if v, _ := h2.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 1 {
+			return fmt.Errorf("server not healthy yet")
+		}
+		return nil
+	})
+	if err := listed(ctx, proxy2, ns, services, after...); err != nil {
+		t.Fatalf("online, before kubelet's status reached the cloud: %v", err)
+	}
+	kubelet2 := h2.Client(kubeletUA, true)
+	eventually(t, 30*time.Second, "kubelet's status reaches the cloud", func() error {
+		return kubeletPodStatus(ctx, kubelet2, ns, "web-1", uids["web-1"], "10.244.1.11", true)
+	})
+	eventually(t, 60*time.Second, "the cloud caught up and the hub stopped correcting", func() error {
+		if err := listed(ctx, cluster.Admin, ns, services, after...); err != nil {
+			return fmt.Errorf("cloud: %w", err)
+		}
+		if v, _ := h2.Metric("nodehub_endpoints_corrected"); v != 0 {
+			return fmt.Errorf("still correcting %v endpoints", v)
+		}
+		return watched([]*sliceWatcher{w2}, services, after...)
+	})
+	if err := listed(ctx, proxy2, ns, services, after...); err != nil {
+		t.Fatalf("after the return: %v", err)
+	}
+	if w2.saw("10.244.1.1") {
+		t.Fatal("a reader was sent the dead IP after the return")
+	}
+}
