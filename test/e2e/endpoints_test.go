@@ -32,7 +32,7 @@ type sliceWatcher struct {
 	mu   sync.Mutex
 	now  map[string]*discoveryv1.EndpointSlice
 	seen map[string]bool // addresses of the node's pods named since mark
-	mods int              // updates received
+	mods int             // updates received
 }
 
 func watchSlices(t *testing.T, ctx context.Context, name string, cs kubernetes.Interface, ns string) *sliceWatcher {
