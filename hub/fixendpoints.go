@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/endpointfix"
@@ -63,6 +65,66 @@ func (s *Server) loadReports() {
 	}
 	if n := s.fix.Pods(); n > 0 {
 		s.log.Info("endpointfix: this node's endpoints follow kubelet's offline reports", "pods", n)
+	}
+}
+
+// findGone tells the Fixer which pods the cached EndpointSlices place on this node that kubelet's
+// cached pod list does not hold (it does not run them: not ready). Only when that list is whole:
+// a pod missing from a partial one may well run.
+func (s *Server) findGone() {
+	store := s.cache.Store
+	node := s.cfg.NodeName
+	onNode, err := wire.NewSelector("", "", "spec.nodeName="+node)
+	if err != nil {
+		return
+	}
+	known := map[string]string{}
+	whole := false
+	for _, owner := range store.Owners() {
+		if strings.Contains(owner, "@") {
+			continue
+		}
+		res, err := store.EachInList(cache.Resource{Owner: owner, Version: "v1", Resource: "pods"}, onNode, func(it cache.Item) error {
+			known[it.Header.Namespace+"/"+it.Header.Name] = it.Header.UID
+			return nil
+		})
+		whole = whole || err == nil && res.Record != nil && !res.Partial && res.Record.FieldSelector == onNode.FieldSelector
+	}
+	if !whole {
+		return
+	}
+	all, _ := wire.NewSelector("", "", "")
+	seen := map[string]bool{}
+	for _, owner := range store.Owners() {
+		r := cache.Resource{Owner: owner, Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+		_, _ = store.EachInList(r, all, func(it cache.Item) error {
+			if seen[it.Header.Namespace+"/"+it.Header.Name] || !bytes.Contains(it.Body, []byte(node)) {
+				return nil
+			}
+			seen[it.Header.Namespace+"/"+it.Header.Name] = true
+			t, err := wire.Decode(it.Body)
+			if err != nil {
+				return nil
+			}
+			sl, ok := t.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return nil
+			}
+			for _, e := range sl.Endpoints {
+				ref := e.TargetRef
+				if e.NodeName == nil || *e.NodeName != node || ref == nil || ref.Kind != "Pod" {
+					continue
+				}
+				ns := ref.Namespace
+				if ns == "" {
+					ns = sl.Namespace
+				}
+				if uid, ok := known[ns+"/"+ref.Name]; !ok || ref.UID != "" && uid != "" && uid != string(ref.UID) {
+					s.fix.Gone(ns, ref.Name, string(ref.UID))
+				}
+			}
+			return nil
+		})
 	}
 }
 

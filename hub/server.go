@@ -226,7 +226,8 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.ids.Run(ctx)
 	go s.tokens.Run(ctx)
 	if s.fix != nil {
-		go s.fix.Run(ctx, s.state.Online, s.state.Changed)
+		go s.fix.Run(ctx, endpointfix.Link{Online: s.state.Online, Changed: s.state.Changed, OnLost: s.findGone,
+			Lost: func() bool { return s.state.get() == remote.Unhealthy }})
 	}
 	if s.filters.Uses("servicetopology") {
 		go s.topo.Run(ctx)

@@ -146,6 +146,21 @@ func (f *Fixer) report(p Pod) {
 	f.publishLocked()
 }
 
+// Gone takes a pod of this node that an EndpointSlice names but kubelet's pod list (as cached)
+// does not hold, or holds as another pod (uid): it does not run here, so its endpoints are not
+// ready. A pod kubelet reported is left as reported. The cloud wins for such pods as soon as it
+// is back (kubelet may start them now).
+func (f *Fixer) Gone(namespace, name, uid string) {
+	p := Pod{Namespace: namespace, Name: name, UID: uid, Node: f.node, Gone: true}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e := f.entries[p.Key()]; e != nil || len(f.entries) >= MaxPods {
+		return
+	}
+	f.entries[p.Key()] = &entry{report: p, slices: map[string]bool{}}
+	f.publishLocked()
+}
+
 // ReportedOnline takes the cloud's answer to kubelet's status write of a pod while the link is up:
 // the cloud has kubelet's report now. A pod being corrected takes it as its report (kubelet may
 // have said something new) and is retired once the slices caught up. Others are ignored.
@@ -217,6 +232,11 @@ func (f *Fixer) SetOnline(online bool, now time.Time) {
 	f.returned = now
 	changed := false
 	for k, e := range f.entries {
+		if e.report.Gone {
+			delete(f.entries, k)
+			changed = true
+			continue
+		}
 		changed = f.retireLocked(k, e) || changed
 	}
 	if changed {
@@ -236,14 +256,29 @@ func (f *Fixer) expire(now time.Time) {
 	f.publishLocked()
 }
 
-// Run follows the cloud's reachability (online, and changed closed at its next change) until ctx
-// ends, and ends the corrections Bound after the link returned.
-func (f *Fixer) Run(ctx context.Context, online func() bool, changed func() <-chan struct{}) {
+// Link is the cloud's reachability as Run follows it.
+type Link struct {
+	// Online: known reachable; Lost: known unreachable (neither: no verdict yet); Changed returns
+	// a channel closed at the next change.
+	Online, Lost func() bool
+	Changed      func() <-chan struct{}
+	// OnLost, if set, is called (in Run's goroutine) each time the link is found lost.
+	OnLost func()
+}
+
+// Run follows the link until ctx ends, and ends the corrections Bound after it returned.
+func (f *Fixer) Run(ctx context.Context, l Link) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	wasLost := false
 	for {
-		ch := changed()
-		f.SetOnline(online(), time.Now())
+		ch := l.Changed()
+		f.SetOnline(l.Online(), time.Now())
+		lost := l.Lost()
+		if lost && !wasLost && l.OnLost != nil {
+			l.OnLost()
+		}
+		wasLost = lost
 		f.expire(time.Now())
 		select {
 		case <-ctx.Done():

@@ -234,3 +234,24 @@ func TestReturnRetiresWhenTheCloudCaughtUp(t *testing.T) {
 		t.Fatal("not expired after the bound")
 	}
 }
+
+// A pod the slices place on this node that kubelet does not run is not ready while offline; the
+// cloud wins for it once back.
+func TestGonePodsNotReadyUntilTheReturn(t *testing.T) {
+	f := fixer(t)
+	f.Gone("ns", "web-9", "u9")
+	raw := encode(t, slice("a", discoveryv1.AddressTypeIPv4, ep("web-9", "u9", node, true, true, false, "10.0.0.9")), true)
+	out := f.NewWatch().Served()(raw)
+	if e := decodeSlice(t, out).Endpoints[0]; *e.Conditions.Ready || *e.Conditions.Serving || e.Addresses[0] != "10.0.0.9" {
+		t.Fatalf("gone pod's endpoint %+v", e)
+	}
+	f.Reported(encode(t, pod("web-9", "u9", true, "10.0.0.9"), false)) // kubelet runs it after all
+	if fn := f.NewWatch().Served(); fn != nil && !bytes.Equal(fn(raw), raw) {
+		t.Fatal("a reported pod stayed gone")
+	}
+	f.Gone("ns", "web-8", "u8")
+	f.SetOnline(true, time.Now())
+	if f.Pods() != 1 {
+		t.Fatalf("%d pods corrected online, want 1 (the gone one dropped)", f.Pods())
+	}
+}

@@ -299,6 +299,19 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 	if _, err := kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
 		t.Fatal(err)
 	}
+	// web-4 comes to this node after kubelet's list: kubelet's cached pod list does not hold it.
+	p4 := newPod(ns, "web-4")
+	p4.Labels = map[string]string{"app": "web"}
+	p4, err = cluster.Admin.CoreV1().Pods(ns).Create(ctx, p4, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p4.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.4", PodIPs: []corev1.PodIP{{IP: "10.244.1.4"}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if _, err := cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, p4, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before = append(before, want{"web-4", "10.244.1.4", true, true})
 	eventually(t, 30*time.Second, "online: the readers have the cloud's slices", func() error {
 		for name, cs := range readers {
 			if err := listed(ctx, cs, ns, services, before...); err != nil {
@@ -323,7 +336,8 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 	if err := kubeletPodStatus(ctx, kubelet, ns, "web-1", uids["web-1"], "10.244.1.11", false); err != nil {
 		t.Fatalf("kubelet's offline status write: %v", err)
 	}
-	notReady := []want{{"web-1", "10.244.1.11", false, false}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}}
+	// kubelet does not run web-4 (not in its pod list): not ready either.
+	notReady := []want{{"web-1", "10.244.1.11", false, false}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}, {"web-4", "10.244.1.4", false, false}}
 	eventually(t, 30*time.Second, "offline: every reader's watch and list follow kubelet (not ready, new IP)", func() error {
 		if err := watched(ws, services, notReady...); err != nil {
 			return err
@@ -338,7 +352,7 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 	if err := kubeletPodStatus(ctx, kubelet, ns, "web-1", uids["web-1"], "10.244.1.11", true); err != nil {
 		t.Fatalf("kubelet's offline status write: %v", err)
 	}
-	after := []want{{"web-1", "10.244.1.11", true, true}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}}
+	after := []want{{"web-1", "10.244.1.11", true, true}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}, {"web-4", "10.244.1.4", false, false}}
 	eventually(t, 30*time.Second, "offline: the readers follow kubelet (ready)", func() error {
 		if err := watched(ws, services, after...); err != nil {
 			return err
@@ -383,13 +397,15 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 		}
 		return nil
 	})
-	if err := listed(ctx, proxy2, ns, services, after...); err != nil {
+	if err := listed(ctx, proxy2, ns, services, after[:3]...); err != nil {
 		t.Fatalf("online, before kubelet's status reached the cloud: %v", err)
 	}
 	kubelet2 := h2.Client(kubeletUA, true)
 	eventually(t, 30*time.Second, "kubelet's status reaches the cloud", func() error {
 		return kubeletPodStatus(ctx, kubelet2, ns, "web-1", uids["web-1"], "10.244.1.11", true)
 	})
+	// Online, the cloud's word on web-4 counts again (kubelet sees it now).
+	after[3] = want{"web-4", "10.244.1.4", true, true}
 	eventually(t, 60*time.Second, "the cloud caught up and the hub stopped correcting", func() error {
 		if err := listed(ctx, cluster.Admin, ns, services, after...); err != nil {
 			return fmt.Errorf("cloud: %w", err)
