@@ -88,7 +88,7 @@ func (s *Server) findGone() {
 			known[it.Header.Namespace+"/"+it.Header.Name] = it.Header.UID
 			return nil
 		})
-		whole = whole || err == nil && res.Record != nil && !res.Partial && res.Record.FieldSelector == onNode.FieldSelector
+		whole = whole || err == nil && res.Record != nil && !res.Partial
 	}
 	if !whole {
 		return
