@@ -43,6 +43,12 @@ func (s *Server) newFixer() {
 	s.metrics.reg.NewGaugeFunc("nodehub_endpoints_corrected", "Endpoints of this node's pods served as kubelet reported them rather than as the cloud's EndpointSlices say (while the cloud cannot hear kubelet, and after its return until it caught up).",
 		func() float64 { return float64(s.fix.Corrected()) })
 	s.loadReports()
+	if s.fix.Pods() > 0 {
+		// The cache holds kubelet's offline writes: the hub stopped offline and most likely
+		// starts so. Which pods kubelet does not run counts from the first answer too (they go
+		// back to the cloud's word once it answers).
+		s.findGone()
+	}
 }
 
 // loadReports gives the Fixer the node's pods whose status kubelet wrote offline and the cloud

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -178,17 +180,36 @@ func watched(ws []*sliceWatcher, services []string, wants ...want) error {
 	return nil
 }
 
-// kubeletPodStatus sends a pod's status as kubelet's status manager does: a strategic merge
-// patch of pods/<name>/status with the pod's uid as precondition, in kubelet's User-Agent.
+// kubeletPodStatus sends a pod's status as kubelet's status manager does (syncPod): it reads the
+// pod (through the hub), and sends a strategic merge patch of pods/<name>/status from the status
+// read to the new one (statusutil.PatchPodStatus), with the pod's uid as precondition, in
+// kubelet's User-Agent.
 func kubeletPodStatus(ctx context.Context, kubelet kubernetes.Interface, ns, name string, uid types.UID, ip string, ready bool) error {
-	st := "False"
+	st := corev1.ConditionFalse
 	if ready {
-		st = "True"
+		st = corev1.ConditionTrue
 	}
-	now := time.Now().UTC().Format(time.RFC3339)
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"$setElementOrder/conditions":[{"type":"Ready"}],`+
-		`"conditions":[{"type":"Ready","status":%q,"lastTransitionTime":%q}],"podIP":%q,"podIPs":[{"ip":%q}]}}`, uid, st, now, ip, ip)
-	_, err := kubelet.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	pod, err := kubelet.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	old := pod.Status
+	cur := *old.DeepCopy()
+	cur.PodIP, cur.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+	cur.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.Now()}}
+	oldJSON, err := json.Marshal(corev1.Pod{Status: old})
+	if err != nil {
+		return err
+	}
+	newJSON, err := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: cur})
+	if err != nil {
+		return err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, corev1.Pod{})
+	if err != nil {
+		return err
+	}
+	_, err = kubelet.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
 }
 
@@ -397,8 +418,14 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 		}
 		return nil
 	})
+	if err := listed(ctx, cluster.Admin, ns, services, before[0]); err != nil {
+		t.Fatalf("the cloud's slices must still name web-1's old IP here: %v", err)
+	}
 	if err := listed(ctx, proxy2, ns, services, after[:3]...); err != nil {
 		t.Fatalf("online, before kubelet's status reached the cloud: %v", err)
+	}
+	if v, _ := h2.Metric("nodehub_endpoints_corrected"); v < 1 {
+		t.Fatalf("online before the cloud caught up: nodehub_endpoints_corrected %v", v)
 	}
 	kubelet2 := h2.Client(kubeletUA, true)
 	eventually(t, 30*time.Second, "kubelet's status reaches the cloud", func() error {
