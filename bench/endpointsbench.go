@@ -12,9 +12,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	"nodehub/e2e/harness"
 )
@@ -30,6 +32,10 @@ func benchEndpoints(e *env, o options) error {
 	ctx := e.ctx
 	ns := "epbench"
 	if err := e.c.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	if err := e.c.BindNodes(ctx, "bench-endpoints", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"},
+		Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}}); err != nil {
 		return err
 	}
 	if err := makePods(ctx, e.c, o.pods); err != nil {
@@ -96,13 +102,31 @@ func benchEndpoints(e *env, o options) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	kubelet := h.Client(kubeletUA, true)
+	// kubelet's status manager patches from the status the apiserver (here: the hub) has to its
+	// own (statusutil.PatchPodStatus); the bench keeps what it last wrote.
+	var smu sync.Mutex
+	last := make([]corev1.PodStatus, o.pods)
 	write := func(pod, gen int, ready bool) (string, error) {
 		ip := fmt.Sprintf("10.%d.%d.%d", 60+gen/62500, (gen/250)%250, gen%250+1)
-		st := map[bool]string{true: "True", false: "False"}[ready]
-		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"$setElementOrder/conditions":[{"type":"Ready"}],"conditions":[{"type":"Ready","status":%q}],"podIP":%q,"podIPs":[{"ip":%q}]}}`,
-			uids[pod], st, ip, ip)
-		_, err := kubelet.CoreV1().Pods("default").Patch(ctx, fmt.Sprintf("bench-%03d", pod), types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
-		return ip, err
+		st := map[bool]corev1.ConditionStatus{true: corev1.ConditionTrue, false: corev1.ConditionFalse}[ready]
+		smu.Lock()
+		old := last[pod]
+		smu.Unlock()
+		cur := corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}
+		oldJSON, _ := json.Marshal(corev1.Pod{Status: old})
+		newJSON, _ := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uids[pod]}, Status: cur})
+		patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, corev1.Pod{})
+		if err != nil {
+			return "", err
+		}
+		if _, err := kubelet.CoreV1().Pods("default").Patch(ctx, fmt.Sprintf("bench-%03d", pod), types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+			return "", err
+		}
+		smu.Lock()
+		last[pod] = cur
+		smu.Unlock()
+		return ip, nil
 	}
 	slicesOf := func(pod int) []string {
 		var out []string
