@@ -2,6 +2,7 @@ package hub
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -131,6 +132,29 @@ func (s *Server) findGone() {
 			}
 			return nil
 		})
+	}
+}
+
+// poolNotes is how the pool's other hubs' corrections reach the Fixer (nil without one): each
+// hub shares its node's reports through the pool's leader (pool's notes, filed under the node
+// its certificate names), and every hub corrects the endpoints on those nodes too.
+func (s *Server) poolNotes() func(map[string][]byte) {
+	if s.fix == nil {
+		return nil
+	}
+	return s.fix.SetForeign
+}
+
+// shareReports publishes this node's reports to the pool whenever they change, until ctx ends.
+func (s *Server) shareReports(ctx context.Context) {
+	for {
+		ch := s.fix.Changed()
+		s.pool.Publish(s.fix.Shared())
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
 	}
 }
 

@@ -225,6 +225,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.Run(ctx)
 	go s.tokens.Run(ctx)
+	if s.fix != nil && s.pool != nil && s.cfg.Pool.Mode != pool.ModeOff {
+		go s.shareReports(ctx)
+	}
 	if s.fix != nil {
 		go s.fix.Run(ctx, endpointfix.Link{Online: s.state.Online, Changed: s.state.Changed, OnLost: s.findGone,
 			Lost: func() bool { return s.state.get() == remote.Unhealthy }})

@@ -19,7 +19,11 @@ package endpointfix
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +56,8 @@ type Fixer struct {
 	isOnline atomic.Bool
 	count    atomic.Int64 // endpoints being corrected
 	full     bool         // MaxPods reached (logged once)
+	// foreign are the reports the pool's other hubs share, by node (each only its own node's).
+	foreign map[string][]Pod
 }
 
 type entry struct {
@@ -86,8 +92,12 @@ func (f *Fixer) Active() bool { return len(f.view().pods) > 0 }
 // Corrected is how many endpoints are served corrected now (the metric).
 func (f *Fixer) Corrected() int64 { return f.count.Load() }
 
-// Pods is how many pods' reports are being applied now.
-func (f *Fixer) Pods() int { return len(f.view().pods) }
+// Pods is how many of this node's pods are being corrected now.
+func (f *Fixer) Pods() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.entries)
+}
 
 // Changed returns a channel closed at the next change of the view.
 func (f *Fixer) Changed() <-chan struct{} {
@@ -101,8 +111,13 @@ func (f *Fixer) publishLocked() {
 	f.gen++
 	pods := make(map[string]Pod, len(f.entries))
 	var n int64
-	for k, e := range f.entries {
-		pods[k] = e.report
+	for node, ps := range f.foreign {
+		for _, p := range ps {
+			pods[podID(node, p.Key())] = p
+		}
+	}
+	for _, e := range f.entries {
+		pods[podID(f.node, e.report.Key())] = e.report
 		n += int64(len(e.slices))
 	}
 	f.cur.Store(&view{gen: f.gen, node: f.node, pods: pods})
@@ -194,7 +209,11 @@ func (f *Fixer) retireLocked(k string, e *entry) bool {
 
 // observe records what serving a slice showed: an endpoint corrected, or one that already said
 // what kubelet reported in a slice the cloud sent (online).
-func (f *Fixer) observe(slice, pod string, fixed bool) {
+func (f *Fixer) observe(slice, id string, fixed bool) {
+	node, pod, _ := strings.Cut(id, "|")
+	if node != f.node {
+		return // another hub's pod: that hub keeps its account
+	}
 	online := f.isOnline.Load()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -254,6 +273,53 @@ func (f *Fixer) expire(now time.Time) {
 	f.log.Info("endpointfix: the cloud's endpoints are served as they are again", "pods", len(f.entries), "after", f.bound)
 	clear(f.entries)
 	f.publishLocked()
+}
+
+// MaxForeignPods bounds the reports kept for the pool's other nodes, all together.
+const MaxForeignPods = 16 * MaxPods
+
+// SetForeign takes the reports the pool's other hubs share, by node (what each published:
+// Shared's JSON). A node's report counts only for pods of that node, and only for endpoints on it;
+// this node's own name is ignored. Bounded by MaxForeignPods.
+func (f *Fixer) SetForeign(docs map[string][]byte) {
+	foreign := map[string][]Pod{}
+	total := 0
+	for node, doc := range docs {
+		if node == f.node {
+			continue
+		}
+		var pods []Pod
+		if json.Unmarshal(doc, &pods) != nil {
+			continue
+		}
+		for _, p := range pods {
+			if p.Node != node || p.Name == "" || total >= MaxForeignPods {
+				continue
+			}
+			foreign[node] = append(foreign[node], p)
+			total++
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if reflect.DeepEqual(foreign, f.foreign) || len(foreign) == 0 && len(f.foreign) == 0 {
+		return
+	}
+	f.foreign = foreign
+	f.publishLocked()
+}
+
+// Shared is this hub's reports for the pool (JSON): the pods of this node being corrected.
+func (f *Fixer) Shared() []byte {
+	f.mu.Lock()
+	pods := make([]Pod, 0, len(f.entries))
+	for _, e := range f.entries {
+		pods = append(pods, e.report)
+	}
+	f.mu.Unlock()
+	slices.SortFunc(pods, func(a, b Pod) int { return strings.Compare(a.Key(), b.Key()) })
+	b, _ := json.Marshal(pods)
+	return b
 }
 
 // Link is the cloud's reachability as Run follows it.

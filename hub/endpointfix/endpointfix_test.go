@@ -2,6 +2,7 @@ package endpointfix
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -253,5 +254,33 @@ func TestGonePodsNotReadyUntilTheReturn(t *testing.T) {
 	f.SetOnline(true, time.Now())
 	if f.Pods() != 1 {
 		t.Fatalf("%d pods corrected online, want 1 (the gone one dropped)", f.Pods())
+	}
+}
+
+// The pool's other hubs share their reports: each counts only for endpoints on its own node.
+func TestForeignReportsOnlyForTheirNode(t *testing.T) {
+	a := New("edge-a", 0, nil)
+	other := pod("web-2", "u2", true, "10.0.2.9")
+	other.Spec.NodeName = "edge-b"
+	b := New("edge-b", 0, nil)
+	b.Reported(encode(t, other, false))
+	liar := pod("web-3", "u3", false, "10.0.3.9") // edge-b speaking for edge-c's pod
+	liar.Spec.NodeName = "edge-c"
+	lie, _ := json.Marshal([]Pod{FromPod(liar)})
+	a.SetForeign(map[string][]byte{"edge-b": b.Shared(), "edge-c-by-b": lie, "edge-a": lie})
+	raw := encode(t, slice("s", discoveryv1.AddressTypeIPv4,
+		ep("web-2", "u2", "edge-b", true, true, false, "10.0.2.1"),
+		ep("web-3", "u3", "edge-c", true, true, false, "10.0.3.1"),
+		ep("web-2", "u2", "edge-a", true, true, false, "10.0.9.1")), false)
+	got := decodeSlice(t, a.NewWatch().Served()(raw))
+	if got.Endpoints[0].Addresses[0] != "10.0.2.9" || got.Endpoints[1].Addresses[0] != "10.0.3.1" || got.Endpoints[2].Addresses[0] != "10.0.9.1" {
+		t.Fatalf("foreign reports applied as %v %v %v", got.Endpoints[0].Addresses, got.Endpoints[1].Addresses, got.Endpoints[2].Addresses)
+	}
+	if a.Pods() != 0 || a.Corrected() != 0 {
+		t.Fatal("another node's pods counted as this node's")
+	}
+	a.SetForeign(nil)
+	if a.Active() {
+		t.Fatal("foreign reports kept after the pool dropped them")
 	}
 }

@@ -8,27 +8,29 @@ import (
 	"nodehub/wire"
 )
 
-// view is one state of the corrections: the reports of the pods being corrected. It never
-// changes once made; a change makes a new one.
+// view is one state of the corrections: the reports of the pods being corrected, this node's and
+// those the pool's other hubs share for theirs. It never changes once made; a change makes a new
+// one.
 type view struct {
 	gen  uint64
 	node string
-	pods map[string]Pod // by namespace/name
+	pods map[string]Pod // by podID
 }
+
+// podID names a pod's report: its node's name, then namespace/name. A report applies only to
+// endpoints on the node that reported it.
+func podID(node, key string) string { return node + "|" + key }
 
 var emptyView = &view{}
 
-// mentions is the cheap test on a slice's bytes: it names this node and one of the pods (of
-// pods, or of the view's when nil). Most slices fail it and are never decoded.
+// mentions is the cheap test on a slice's bytes: it names one of the pods (of pods, or of the
+// view's when nil) and its node. Most slices fail it and are never decoded.
 func (v *view) mentions(raw []byte, pods map[string]Pod) bool {
 	if pods == nil {
 		pods = v.pods
 	}
-	if len(pods) == 0 || v.node == "" || !bytes.Contains(raw, []byte(v.node)) {
-		return false
-	}
 	for _, p := range pods {
-		if bytes.Contains(raw, []byte(p.Name)) {
+		if bytes.Contains(raw, []byte(p.Name)) && bytes.Contains(raw, []byte(p.Node)) {
 			return true
 		}
 	}
@@ -39,21 +41,22 @@ func (v *view) mentions(raw []byte, pods map[string]Pod) bool {
 // slice said something else (fixed) or already what kubelet reported.
 type note func(slice, pod string, fixed bool)
 
-// fixSlice corrects a decoded slice: each endpoint whose nodeName is this node and whose
-// targetRef is a Pod being corrected takes that pod's report. Other endpoints are not touched.
+// fixSlice corrects a decoded slice: each endpoint whose targetRef is a Pod being corrected and
+// whose nodeName is the node that reported it takes that report. Other endpoints are not touched.
 func (v *view) fixSlice(s *discoveryv1.EndpointSlice, n note) bool {
 	changed := false
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
 		ref := ep.TargetRef
-		if ep.NodeName == nil || *ep.NodeName != v.node || ref == nil || ref.Kind != "Pod" {
+		if ep.NodeName == nil || ref == nil || ref.Kind != "Pod" {
 			continue
 		}
 		ns := ref.Namespace
 		if ns == "" {
 			ns = s.Namespace
 		}
-		p, ok := v.pods[ns+"/"+ref.Name]
+		id := podID(*ep.NodeName, ns+"/"+ref.Name)
+		p, ok := v.pods[id]
 		if !ok {
 			continue
 		}
@@ -63,7 +66,7 @@ func (v *view) fixSlice(s *discoveryv1.EndpointSlice, n note) bool {
 		fixed := p.fix(ep, s.AddressType)
 		changed = changed || fixed
 		if n != nil {
-			n(s.Namespace+"/"+s.Name, ns+"/"+ref.Name, fixed)
+			n(s.Namespace+"/"+s.Name, id, fixed)
 		}
 	}
 	return changed
