@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -448,4 +449,131 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 	if w2.saw("10.244.1.1") {
 		t.Fatal("a reader was sent the dead IP after the return")
 	}
+}
+
+// A site whose uplink is down but whose LAN works: three hubs in --pool-mode=lease; kubelet of
+// one node reports its pod's new IP through its hub, and kube-proxy-like readers on every node
+// follow (the hubs share their nodes' reports through the pool's leader). Another node's pod is
+// left as the cloud said.
+func TestEndpointsPoolSharesCorrections(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns := "epfix-pool"
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
+	bindNodes(t, "e2e-pool-election", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}})
+	kcm, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{Controllers: []string{"endpointslice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kcm.Stop)
+	var edges []*harness.Edge
+	for i := 1; i <= 3; i++ {
+		e, err := cluster.NewEdge(ctx, fmt.Sprintf("edge-p%d", i), net.IPv4(127, 0, 0, byte(20+i)), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		edges = append(edges, e)
+	}
+	ips := map[string]string{"web-a": "10.245.1.1", "web-b": "10.245.2.1"}
+	uids := map[string]types.UID{}
+	for name, node := range map[string]string{"web-a": "edge-p1", "web-b": "edge-p2"} {
+		p := newPod(ns, name)
+		p.Labels = map[string]string{"app": "shared"}
+		p.Spec.NodeName = node
+		created, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ips[name], PodIPs: []corev1.PodIP{{IP: ips[name]}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if _, err := cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		uids[name] = created.UID
+	}
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "shared"},
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}}}
+	if _, err := cluster.Admin.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	services := []string{"shared"}
+	before := []want{{"web-a", "10.245.1.1", true, true}, {"web-b", "10.245.2.1", true, true}}
+	eventually(t, 60*time.Second, "the EndpointSlice controller's slice", func() error {
+		return listed(ctx, cluster.Admin, ns, services, before...)
+	})
+
+	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Refuse()
+	var hubs []*harness.Hub
+	for _, e := range edges {
+		h, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: e.Dir, Servers: relay.URL(),
+			Args: append(e.PoolArgs("lease", harness.FreePort()), "--heartbeat-interval-seconds=1", "--heartbeat-timeout-seconds=1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			h.Stop()
+			if t.Failed() {
+				t.Logf("%s log:\n%s", e.Name, tailString(h.Log(), 4000))
+			}
+		})
+		hubs = append(hubs, h)
+	}
+	eventually(t, 90*time.Second, "one leader, two followers", func() error {
+		roles := map[string]int{}
+		for _, h := range hubs {
+			for _, r := range []string{"leader", "follower"} {
+				if v, _ := h.Metric(`nodehub_pool_role{role="` + r + `"}`); v == 1 {
+					roles[r]++
+				}
+			}
+		}
+		if roles["leader"] != 1 || roles["follower"] != 2 {
+			return fmt.Errorf("roles %v", roles)
+		}
+		return nil
+	})
+	// edge-p1's kubelet lists its pods (the hub caches them); a kube-proxy-like reader per node.
+	kubelet := hubs[0].Client(kubeletUA, true)
+	if _, err := kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=edge-p1"}); err != nil {
+		t.Fatal(err)
+	}
+	var ws []*sliceWatcher
+	for i, h := range hubs {
+		ws = append(ws, watchSlices(t, ctx, edges[i].Name+" kube-proxy", h.Client(kubeProxyUA, true), ns))
+	}
+	eventually(t, 60*time.Second, "online: every node's reader has the cloud's slice", func() error { return watched(ws, services, before...) })
+
+	if err := relay.BlackHole(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "every hub knows it is offline", func() error {
+		for i, h := range hubs {
+			if v, _ := h.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 0 {
+				return fmt.Errorf("%s: server still healthy", edges[i].Name)
+			}
+		}
+		return nil
+	})
+	if err := kubeletPodStatus(ctx, kubelet, ns, "web-a", uids["web-a"], "10.245.1.11", true); err != nil {
+		t.Fatalf("edge-p1 kubelet's offline status write: %v", err)
+	}
+	after := []want{{"web-a", "10.245.1.11", true, true}, {"web-b", "10.245.2.1", true, true}}
+	eventually(t, 30*time.Second, "offline: every node's reader follows edge-p1's kubelet", func() error {
+		if err := watched(ws, services, after...); err != nil {
+			return err
+		}
+		for i, h := range hubs {
+			if err := listed(ctx, h.Client(kubeProxyUA, false), ns, services, after...); err != nil {
+				return fmt.Errorf("%s: %w", edges[i].Name, err)
+			}
+		}
+		return nil
+	})
 }
