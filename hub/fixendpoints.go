@@ -162,8 +162,10 @@ func isPods(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Group == "" && ri.Resource == "pods"
 }
 
+// isSlices: EndpointSlices or v1 Endpoints, what the Fixer corrects.
 func isSlices(ri *wire.RequestInfo) bool {
-	return ri.IsResource && ri.Group == "discovery.k8s.io" && ri.Resource == "endpointslices" && ri.Subresource == ""
+	return ri.IsResource && ri.Subresource == "" &&
+		(ri.Group == "discovery.k8s.io" && ri.Resource == "endpointslices" || ri.Group == "" && ri.Resource == "endpoints")
 }
 
 // fixChain adds the corrections to a request's chain (every client's reads of EndpointSlices):

@@ -284,3 +284,39 @@ func TestForeignReportsOnlyForTheirNode(t *testing.T) {
 		t.Fatal("foreign reports kept after the pool dropped them")
 	}
 }
+
+// v1 Endpoints the same way: a reported pod's address takes its new IP and moves between
+// addresses and notReadyAddresses; other nodes' addresses stay.
+func TestV1EndpointsFollowReports(t *testing.T) {
+	f := fixer(t, pod("web-1", "u1", false, "10.0.0.9"))
+	ref := func(name, uid string) *corev1.ObjectReference {
+		return &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: name, UID: types.UID(uid)}
+	}
+	e := &corev1.Endpoints{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Endpoints"}, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: "10.0.0.1", NodeName: ptr(node), TargetRef: ref("web-1", "u1")}, {IP: "10.0.1.1", NodeName: ptr("edge-2"), TargetRef: ref("web-2", "u2")}},
+			Ports:     []corev1.EndpointPort{{Port: 80}}}}}
+	for _, pb := range []bool{false, true} {
+		raw := encode(t, e, pb)
+		out := f.NewWatch().Served()(raw)
+		o, err := wire.Decode(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := o.(*corev1.Endpoints).Subsets[0]
+		if len(got.Addresses) != 1 || got.Addresses[0].IP != "10.0.1.1" || len(got.NotReadyAddresses) != 1 || got.NotReadyAddresses[0].IP != "10.0.0.9" {
+			t.Fatalf("protobuf=%v: %+v", pb, got)
+		}
+	}
+	f.Reported(encode(t, pod("web-1", "u1", true, "10.0.0.9"), false))
+	o, _ := wire.Decode(f.NewWatch().Served()(encode(t, e, false)))
+	if got := o.(*corev1.Endpoints).Subsets[0]; len(got.Addresses) != 2 || got.Addresses[0].IP != "10.0.0.9" {
+		t.Fatalf("ready: %+v", got)
+	}
+	other := &corev1.Endpoints{TypeMeta: e.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.0.1.2", NodeName: ptr("edge-2"), TargetRef: ref("db-1", "u3")}}}}}
+	raw := encode(t, other, true)
+	if out := f.NewWatch().Served()(raw); &out[0] != &raw[0] {
+		t.Fatal("untouched Endpoints not passed as their bytes")
+	}
+}

@@ -3,13 +3,15 @@ package endpointfix
 import (
 	"bytes"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"nodehub/filter"
 )
 
-// Resource is the resource the Fixer corrects (group/version/resource, as filter.Filter names it).
-const Resource = "discovery.k8s.io/v1/endpointslices"
+// Resources are what the Fixer corrects (group/version/resource, as filter.Filter names them):
+// EndpointSlices, and v1 Endpoints (which some CNI agents and ingresses still read).
+var Resources = []string{"discovery.k8s.io/v1/endpointslices", "v1/endpoints"}
 
 // Filter is the correction as a filter of the hub's chains (the cloud's answers and the shared
 // stores'): it runs for every client. A slice the cloud sends while the link is up counts as the
@@ -19,7 +21,7 @@ func (f *Fixer) Filter() filter.Filter { return fixFilter{f} }
 type fixFilter struct{ f *Fixer }
 
 func (fixFilter) Name() string            { return "endpointfix" }
-func (fixFilter) Resources() []string     { return []string{Resource} }
+func (fixFilter) Resources() []string     { return Resources }
 func (fixFilter) Components() []string    { return nil }
 func (x fixFilter) Wants(raw []byte) bool { return x.f.view().mentions(raw, nil) }
 
@@ -32,8 +34,14 @@ func (x fixFilter) Filter(o *filter.Object) (filter.Verdict, error) {
 	if err != nil {
 		return filter.Keep, err
 	}
-	s, ok := t.(*discoveryv1.EndpointSlice)
-	if !ok || !v.fixSlice(s, x.f.observe) {
+	changed := false
+	switch obj := t.(type) {
+	case *discoveryv1.EndpointSlice:
+		changed = v.fixSlice(obj, x.f.observe)
+	case *corev1.Endpoints:
+		changed = v.fixEndpoints(obj, x.f.observe)
+	}
+	if !changed {
 		return filter.Keep, nil
 	}
 	return filter.Changed, nil

@@ -3,6 +3,7 @@ package endpointfix
 import (
 	"bytes"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"nodehub/wire"
@@ -82,11 +83,19 @@ func (v *view) apply(raw []byte, n note) ([]byte, bool) {
 	if err != nil {
 		return raw, false
 	}
-	s, ok := t.(*discoveryv1.EndpointSlice)
-	if !ok || !v.fixSlice(s, n) {
+	switch obj := t.(type) {
+	case *discoveryv1.EndpointSlice:
+		if !v.fixSlice(obj, n) {
+			return raw, false
+		}
+	case *corev1.Endpoints:
+		if !v.fixEndpoints(obj, n) {
+			return raw, false
+		}
+	default:
 		return raw, false
 	}
-	out, err := wire.Encode(s, bytes.HasPrefix(raw, []byte("k8s\x00")))
+	out, err := wire.Encode(t, bytes.HasPrefix(raw, []byte("k8s\x00")))
 	if err != nil {
 		return raw, false
 	}

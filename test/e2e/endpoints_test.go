@@ -181,6 +181,35 @@ func watched(ws []*sliceWatcher, services []string, wants ...want) error {
 	return nil
 }
 
+// v1Endpoints checks a service's v1 Endpoints (through a client) against wants: the address in
+// addresses when ready, in notReadyAddresses when not.
+func v1Endpoints(ctx context.Context, cs kubernetes.Interface, ns, name string, wants ...want) error {
+	e, err := cs.CoreV1().Endpoints(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, x := range wants {
+		found := false
+		for _, ss := range e.Subsets {
+			for ready, as := range map[bool][]corev1.EndpointAddress{true: ss.Addresses, false: ss.NotReadyAddresses} {
+				for _, a := range as {
+					if a.TargetRef == nil || a.TargetRef.Name != x.pod {
+						continue
+					}
+					if a.IP != x.addr || ready != x.ready {
+						return fmt.Errorf("endpoints %s: %s at %s ready %v, want %s ready %v", name, x.pod, a.IP, ready, x.addr, x.ready)
+					}
+					found = true
+				}
+			}
+		}
+		if !found {
+			return fmt.Errorf("endpoints %s: no address of %s", name, x.pod)
+		}
+	}
+	return nil
+}
+
 // kubeletPodStatus sends a pod's status as kubelet's status manager does (syncPod): it reads the
 // pod (through the hub), and sends a strategic merge patch of pods/<name>/status from the status
 // read to the new one (statusutil.PatchPodStatus), with the pod's uid as precondition, in
@@ -227,7 +256,8 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
-	kcm, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{Controllers: append(slices.Clone(harness.DefaultControllers), "endpointslice")})
+	bindNodes(t, "e2e-endpoints-reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"get", "list", "watch"}})
+	kcm, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{Controllers: append(slices.Clone(harness.DefaultControllers), "endpointslice", "endpoint")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,6 +373,9 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 		return watched(ws, services, before...)
 	})
 
+	// v1 Endpoints too (the Endpoints controller's), as a CNI agent reads them.
+	eventually(t, 30*time.Second, "online: v1 Endpoints", func() error { return v1Endpoints(ctx, proxyJSON, ns, "web", before...) })
+
 	// The link goes black.
 	if err := relay.BlackHole(); err != nil {
 		t.Fatal(err)
@@ -386,6 +419,12 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 		}
 		return nil
 	})
+	if err := v1Endpoints(ctx, proxyJSON, ns, "web", after...); err != nil {
+		t.Fatalf("offline v1 Endpoints: %v", err)
+	}
+	if err := v1Endpoints(ctx, proxyPB, ns, "web", notReady[3]); err != nil {
+		t.Fatalf("offline v1 Endpoints (protobuf): %v", err)
+	}
 	if v, _ := h.Metric("nodehub_endpoints_corrected"); v < 2 {
 		t.Fatalf("nodehub_endpoints_corrected %v, want at least 2 (web-1 in two services)", v)
 	}
