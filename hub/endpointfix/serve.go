@@ -57,7 +57,7 @@ type Watch struct {
 // watch's first Pass sends every slice served corrected, since the client may hold it as the
 // cloud sent it (its list came from the cloud, or before a report), unless Served said what it
 // was sent.
-func (f *Fixer) NewWatch() *Watch { return &Watch{f: f, last: emptyView} }
+func (f *Fixer) NewWatch() *Watch { return &Watch{f: f, last: &view{}} }
 
 // Served returns the correction of the moment for the objects the answer sends now (an offline
 // list reads its items twice: both passes see the same view; a watch's initial events), and
@@ -94,7 +94,7 @@ func (w *Watch) Pass() (fn func(raw []byte) ([]byte, bool), next <-chan struct{}
 			return raw, false
 		}
 		now, nowChanged := cur.apply(raw, w.f.observe)
-		was, wasChanged := (&view{node: cur.node, pods: old.pods}).apply(raw, nil)
+		was, wasChanged := old.apply(raw, nil)
 		if !nowChanged && !wasChanged {
 			return raw, false
 		}

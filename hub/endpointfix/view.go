@@ -2,6 +2,8 @@ package endpointfix
 
 import (
 	"bytes"
+	"hash/maphash"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -16,13 +18,20 @@ type view struct {
 	gen  uint64
 	node string
 	pods map[string]Pod // by podID
+
+	// same remembers the slices (by a hash of their bytes) this view left as they were, so they
+	// are not decoded again at the next list or watch pass. Bounded: cleared when full.
+	mu   sync.Mutex
+	seed maphash.Seed
+	same map[uint64]bool
 }
+
+// maxSame bounds a view's memory of unchanged slices.
+const maxSame = 8192
 
 // podID names a pod's report: its node's name, then namespace/name. A report applies only to
 // endpoints on the node that reported it.
 func podID(node, key string) string { return node + "|" + key }
-
-var emptyView = &view{}
 
 // mentions is the cheap test on a slice's bytes: it names one of the pods (of pods, or of the
 // view's when nil) and its node. Most slices fail it and are never decoded.
@@ -79,6 +88,34 @@ func (v *view) apply(raw []byte, n note) ([]byte, bool) {
 	if !v.mentions(raw, nil) {
 		return raw, false
 	}
+	v.mu.Lock()
+	if v.same == nil {
+		v.seed = maphash.MakeSeed()
+		v.same = map[uint64]bool{}
+	}
+	seed := v.seed
+	v.mu.Unlock()
+	id := maphash.Bytes(seed, raw)
+	v.mu.Lock()
+	hit := v.same[id]
+	v.mu.Unlock()
+	if hit {
+		return raw, false
+	}
+	out, changed := v.decodeAndFix(raw, n)
+	if !changed {
+		v.mu.Lock()
+		if len(v.same) >= maxSame {
+			clear(v.same)
+		}
+		v.same[id] = true
+		v.mu.Unlock()
+	}
+	return out, changed
+}
+
+// decodeAndFix decodes a slice (or v1 Endpoints) that names a corrected pod and corrects it.
+func (v *view) decodeAndFix(raw []byte, n note) ([]byte, bool) {
 	t, err := wire.Decode(raw)
 	if err != nil {
 		return raw, false
