@@ -24,18 +24,18 @@ const (
 // Stream is one response being teed into the cache. The client's goroutine calls Write and End;
 // everything else happens on the resource's writer goroutine.
 type Stream struct {
-	w      *Writer
-	r      Resource
-	kind   int
-	media  wire.MediaType
-	gzip   bool
-	sel    wire.Selector
-	page   bool // a list page (limit/continue): its items are kept, its scope not reconciled
+	w     *Writer
+	r     Resource
+	kind  int
+	media wire.MediaType
+	gzip  bool
+	sel   wire.Selector
+	page  bool // a list page (limit/continue): its items are kept, its scope not reconciled
 	// watchList is a watch with sendInitialEvents (a watch-list, client-go's list since 1.35):
 	// its ADDED events up to the BOOKMARK annotated k8s.io/initial-events-end are a list, recorded
 	// and reconciled at that bookmark as a LIST's answer is at its end.
 	watchList bool
-	broken atomic.Bool
+	broken    atomic.Bool
 	// q is the queue the stream's last chunk went to: the next goes there too without a look-up
 	// in the writer's map, unless the queue was retired meanwhile.
 	q atomic.Pointer[queue]
