@@ -23,6 +23,9 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
+	if ri.SendInitialEvents && !p.kubeletMayList(w, req, pl) {
+		return // a watch-list is kubelet's list since client-go 1.35: the same rules hold
+	}
 	f.protobuf = pl.format(f, req.Accept)
 	ww := wire.StartWatch(w, f.protobuf, p.writeTimeout()) // a client that stops reading goes
 	defer ww.End()
