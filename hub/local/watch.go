@@ -2,6 +2,7 @@ package local
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -25,6 +26,12 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	}
 	if ri.SendInitialEvents && !p.kubeletMayList(w, req, pl) {
 		return // a watch-list is kubelet's list since client-go 1.35: the same rules hold
+	}
+	if ri.SendInitialEvents && pl.kind == "" {
+		// Without the items' type there is no bookmark to end the initial events with, and a
+		// client would wait for it until its timeout: a clear error now, so it falls back.
+		p.status(w, req, http.StatusServiceUnavailable, fmt.Sprintf("nodehub: the cloud is unreachable and the cached list of %s does not name its kind", resourceName(ri)))
+		return
 	}
 	f.protobuf = pl.format(f, req.Accept)
 	ww := wire.StartWatch(w, f.protobuf, p.writeTimeout()) // a client that stops reading goes
