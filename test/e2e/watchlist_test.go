@@ -95,6 +95,9 @@ func (c wlClient) watchList(t *testing.T, path, ls, fs, rv string) wlAnswer {
 	}
 	resp := c.get(t, ctx, path, q)
 	defer resp.Body.Close()
+	if c.token != "" && resp.ProtoMajor != 2 {
+		t.Fatalf("%s watch-list %s over %s, want HTTP/2 as client-go on TLS", c.ua, path, resp.Proto)
+	}
 	a := wlAnswer{code: resp.StatusCode, ct: resp.Header.Get("Content-Type")}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
@@ -258,7 +261,7 @@ func TestWatchListOffline(t *testing.T) {
 	waitServing(t, h)
 	pool := x509.NewCertPool()
 	pool.AddCert(cluster.PKI.CA)
-	secure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	secure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}} // HTTP/2, as client-go
 	defer secure.CloseIdleConnections()
 	kubelet := wlClient{ua: kubelet137UA, accept: acceptProtobuf, base: h.ProxyURL, http: http.DefaultClient}
 	proxy := wlClient{ua: kubeProxy137UA, accept: acceptProtobuf, base: h.ProxyURL, http: http.DefaultClient}
