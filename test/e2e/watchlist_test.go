@@ -237,7 +237,9 @@ func TestWatchListOffline(t *testing.T) {
 		_, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, n), metav1.CreateOptions{})
 		mustCreate(err)
 	}
-	makeService(t, ctx, ns, "web")
+	if _, err := cluster.Admin.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		makeService(t, ctx, ns, "web")
+	}
 	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hl"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 53}}}}
 	_, err = cluster.Admin.CoreV1().Services(ns).Create(ctx, headless, metav1.CreateOptions{})
 	mustCreate(err)
