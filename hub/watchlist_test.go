@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"nodehub/cache"
+	"nodehub/hub/remote"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -392,5 +393,25 @@ func TestProxyWatchListOfThePoolStore(t *testing.T) {
 	rec, err := f.hub.cache.Store.List(cache.Resource{Owner: cache.SelfComponent, Version: "v1", Resource: "services"}, "kube-system", "", "")
 	if err != nil || rec.ResourceVersion != "30" || !rec.Complete || strings.Join(rec.Keys, ",") != "kube-system/kube-dns" {
 		t.Fatalf("the store's watch-list kept as %+v %v", rec, err)
+	}
+}
+
+// Before the first heartbeat's verdict, a watch-list the cache can answer is a read like a LIST:
+// answered from the cache rather than waiting on a link that may be dead.
+func TestProxyColdWatchListFromTheCache(t *testing.T) {
+	f := newProxyFixture(t, nil)
+	watchLists(f.cloud, false, map[string][]byte{"/api/v1/pods": initialEvents(false, "v1", "Pod", "10", []byte(podWeb))})
+	pods := "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a&" + wlQuery
+	f.watchUntilListed(t, pods, kubelet, "", false)
+	if err := f.hub.cache.Writer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.cloud.took()
+	f.hub.state.set(remote.Unknown)
+	if names, end := f.watchUntilListed(t, pods, kubelet, "", false).added(t); strings.Join(names, ",") != "web" || end != "10" {
+		t.Fatalf("cold watch-list: %v up to %q", names, end)
+	}
+	if got := f.cloud.took(); len(got) != 0 {
+		t.Fatalf("a cold watch-list the cache answers went to the cloud: %v", paths(got))
 	}
 }
