@@ -338,8 +338,26 @@ func (b *batch) endInitial(st *Stream, obj []byte) error {
 	}
 	st.listMeta = wire.ListMeta{APIVersion: m.APIVersion, Kind: m.Kind + "List", ResourceVersion: m.ResourceVersion}
 	b.flush() // the items first, so the reconcile sees them
+	if rec, err := b.w.store.List(b.r, st.sel.Namespace, st.sel.LabelSelector, st.sel.FieldSelector); err == nil && rec.Complete && !b.full &&
+		rec.ResourceVersion == m.ResourceVersion && sameKeys(rec.Keys, st.seen) {
+		st.seen = nil
+		return nil // the list as recorded: nothing to write (a LIST's answer skips it as "unchanged")
+	}
 	b.w.fail(b.r, b.reconcile(st))
 	return nil
+}
+
+// sameKeys reports whether a recorded list's keys are the set seen.
+func sameKeys(keys []string, seen map[string]bool) bool {
+	if len(keys) != len(seen) {
+		return false
+	}
+	for _, k := range keys {
+		if !seen[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // flush writes the pending objects: an object whose resourceVersion is not newer than the stored

@@ -118,8 +118,17 @@ func TestWatchListIsRecordedAsAList(t *testing.T) {
 				t.Fatalf("b stored %v %s", err, it.Body)
 			}
 
-			// The same watch-list again, then the events after its bookmark: they keep it current.
+			// The same watch-list again: nothing changed, nothing is written.
 			m.Writer.Delay = 0
+			files := s.Stats().FilesWritten
+			w = &watchStream{t: t, pb: pb}
+			w.add(wire.EventAdded, pod("b", "edge-1", "150", nil)).add(wire.EventAdded, pod("c", "edge-1", "160", nil)).bookmark("200", true)
+			tee(t, m, url, "kubelet", pb, w.buf, false)
+			if n := s.Stats().FilesWritten - files; n != 0 {
+				t.Fatalf("an unchanged watch-list wrote %d records", n)
+			}
+
+			// Again, then the events after its bookmark: they keep it current.
 			w = &watchStream{t: t, pb: pb}
 			w.add(wire.EventAdded, pod("b", "edge-1", "150", nil)).add(wire.EventAdded, pod("c", "edge-1", "160", nil)).bookmark("200", true)
 			w.add(wire.EventModified, pod("c", "edge-1", "210", map[string]string{"v": "2"})).add(wire.EventAdded, pod("d", "edge-1", "220", nil))
