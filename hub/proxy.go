@@ -206,7 +206,8 @@ func (s *Server) route(q *proxyRequest) route {
 // cloud.
 func (s *Server) coldRead(r *http.Request, lreq *local.Request) bool {
 	v := lreq.Info.Verb
-	if v != wire.VerbGet && v != wire.VerbList || !s.local.CanAnswer(r, lreq) {
+	read := v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && lreq.Info.SendInitialEvents // a watch-list is a list
+	if !read || !s.local.CanAnswer(r, lreq) {
 		return false
 	}
 	return s.state.settle(r.Context()) != remote.Healthy

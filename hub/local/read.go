@@ -171,7 +171,6 @@ func (e *statusError) Error() string { return e.msg }
 // so memory does not grow with the list (JSON in one pass; protobuf, whose envelope announces
 // the list's length, in two: one to size, one to write).
 func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
-	ri := req.Info
 	f, ok := choose(req.Accept)
 	if !ok {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: none of the accepted media types can be served offline")
@@ -186,18 +185,8 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
-	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" {
-		// Kubelet's pod list (small: the node's pods) is read once before it is answered, so
-		// that one kubelet would act on wrongly is never started.
-		res, err := p.each(pl, func(cache.Item) error { return nil })
-		if err != nil {
-			p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
-			return
-		}
-		if !kubeletCanUse(pl, res) {
-			p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
-			return
-		}
+	if !p.kubeletMayList(w, req, pl) {
+		return
 	}
 	if f.meta {
 		p.metaList(w, req, pl, f)
@@ -209,6 +198,25 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	p.jsonList(w, pl, rewrite)
+}
+
+// kubeletMayList answers kubelet's list of pods (a LIST, or a watch-list's initial events) with
+// an error and says false when kubelet must not be given it. The list (small: the node's pods) is
+// read once before it is answered, so that one kubelet would act on wrongly is never started.
+func (p *Proxy) kubeletMayList(w http.ResponseWriter, req *Request, pl *listPlan) bool {
+	if ri := req.Info; ri.Component != "kubelet" || ri.Resource != "pods" || ri.Group != "" {
+		return true
+	}
+	res, err := p.each(pl, func(cache.Item) error { return nil })
+	if err != nil {
+		p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
+		return false
+	}
+	if !kubeletCanUse(pl, res) {
+		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
+		return false
+	}
+	return true
 }
 
 // kubeletCanUse reports whether kubelet may be given this pod list: an empty one makes kubelet
@@ -399,15 +407,18 @@ func (p *Proxy) discovery(w http.ResponseWriter, r *http.Request, req *Request) 
 	p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and "+r.URL.Path+" was never cached")
 }
 
-// CanAnswer reports whether the cache holds an answer to a get or list. The hub asks it when the
-// cloud is slow to answer, to decide whether to stop waiting.
+// CanAnswer reports whether the cache holds an answer to a get or list (a watch-list's initial
+// events too). The hub asks it when the cloud is slow to answer, to decide whether to stop waiting.
 func (p *Proxy) CanAnswer(r *http.Request, req *Request) bool {
 	p.resolve(r, req)
 	switch req.Info.Verb {
 	case wire.VerbGet:
 		_, _, err := p.lookup(req)
 		return err == nil
-	case wire.VerbList:
+	case wire.VerbList, wire.VerbWatch:
+		if req.Info.Verb == wire.VerbWatch && !req.Info.SendInitialEvents {
+			return false
+		}
 		pl, err := p.planList(req)
 		return err == nil && pl != nil
 	}

@@ -1,7 +1,9 @@
 package local
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -23,11 +25,22 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
+	if ri.SendInitialEvents && !p.kubeletMayList(w, req, pl) {
+		return // a watch-list is kubelet's list since client-go 1.35: the same rules hold
+	}
+	if ri.SendInitialEvents && pl.kind == "" {
+		// Without the items' type there is no bookmark to end the initial events with, and a
+		// client would wait for it until its timeout: a clear error now, so it falls back.
+		p.status(w, req, http.StatusServiceUnavailable, fmt.Sprintf("nodehub: the cloud is unreachable and the cached list of %s does not name its kind", resourceName(ri)))
+		return
+	}
 	f.protobuf = pl.format(f, req.Accept)
-	ww := wire.StartWatch(w, f.protobuf, p.writeTimeout()) // a client that stops reading goes
+	// The initial events are a list: they go out through the list's buffer, flushed when full
+	// and at their bookmark, not one flush per object; the buffer goes with them.
+	bw := &burstWriter{ResponseWriter: w, bw: bufio.NewWriterSize(w, listBuffer)}
+	ww := wire.StartWatch(bw, f.protobuf, p.writeTimeout()) // a client that stops reading goes
 	defer ww.End()
 	ww.APIVersion, ww.Kind = pl.av, pl.kind
-	send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
 	// The initial events are read and sent one object at a time; the resourceVersion is the
 	// newest of them (without initial events, of a pass that reads them too).
 	gone := errors.New("local: watch client gone")
@@ -48,7 +61,7 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		if err != nil {
 			return nil
 		}
-		if !send(wire.EventAdded, obj) {
+		if !ww.Send(wire.EventAdded, obj) {
 			return gone
 		}
 		return nil
@@ -58,13 +71,10 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	rv := res.ResourceVersion
-	if ri.SendInitialEvents {
-		if ww.Kind != "" && !(ww.Bookmark(rv, true) && ww.Flush()) {
-			return
-		}
-	} else {
-		ww.Flush()
+	if ri.SendInitialEvents && ww.Kind != "" && !ww.Bookmark(rv, true) || !ww.Flush() {
+		return
 	}
+	bw.bw = nil
 
 	timeout := p.WatchTimeout
 	if timeout <= 0 {
@@ -106,3 +116,29 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		}
 	}
 }
+
+// burstWriter buffers what is written while bw is set (a watch's initial events); FlushError
+// writes the buffer out and flushes the response, so http.ResponseController finds it.
+type burstWriter struct {
+	http.ResponseWriter
+	bw *bufio.Writer
+}
+
+func (b *burstWriter) Write(p []byte) (int, error) {
+	if b.bw != nil {
+		return b.bw.Write(p)
+	}
+	return b.ResponseWriter.Write(p)
+}
+
+func (b *burstWriter) FlushError() error {
+	if b.bw != nil {
+		if err := b.bw.Flush(); err != nil {
+			return err
+		}
+	}
+	return http.NewResponseController(b.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection (write deadlines).
+func (b *burstWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
