@@ -192,7 +192,7 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.metaList(w, req, pl, f)
 		return
 	}
-	rewrite := p.served(ri) // one view for the whole answer (protobuf reads the items twice)
+	rewrite := p.served(req.Info) // one view for the whole answer (protobuf reads the items twice)
 	if pl.format(f, req.Accept) {
 		p.protoList(w, req, pl, rewrite)
 		return

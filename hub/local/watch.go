@@ -98,6 +98,7 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		}
 		var revised <-chan struct{}
 		if rev != nil {
+			send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
 			if revised, ok = p.revise(r, req, pl, rev, f.protobuf, send); !ok {
 				return
 			}
