@@ -616,3 +616,148 @@ func TestEndpointsPoolSharesCorrections(t *testing.T) {
 		return nil
 	})
 }
+
+// kubemark's hollow kubelet (the kubelet's own code, a fake runtime) restarted while the link is
+// black-holed: its own status writes make the node's endpoints follow it. Before the cut the cloud
+// had marked the node's pods not ready at other addresses (as the node lifecycle controller does
+// for an unreachable node, here by admin while the kubelet was stopped), so the slices say so;
+// after the kubelet's restart offline every reader has the pods ready at the address kubelet
+// reports, while the cloud still says otherwise.
+func TestEndpointsFollowHollowKubeletRestartedOffline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const node, ns = "hollow-ep", "epfix-hollow"
+	kcm, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{Controllers: append(slices.Clone(harness.KubeletControllers), "endpointslice")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kcm.Stop)
+	if err := cluster.BindNodeProxier(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
+	cert, key, err := cluster.NodeCredentials(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	hub := startHubIn(t, t.TempDir(), relay.URL(), "--node-name="+node, "--client-cert="+cert, "--client-key="+key, "--heartbeat-timeout-seconds=1")
+	admin := cluster.Admin
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.CreateWorkloadSources(ctx, admin, ns); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"app-0", "app-1", "app-2"}
+	for _, n := range names {
+		if _, err := admin.CoreV1().Pods(ns).Create(ctx, harness.WorkloadPod(ns, n, node), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "app"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "edge-workload"}, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hn, err := cluster.StartHollowNode(ctx, harness.HollowOptions{Name: node, Dir: t.TempDir(), Server: hub.ProxyURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		hn.Stop()
+		if t.Failed() {
+			t.Logf("kubemark kubelet log (tail):\n%s", tailString(withoutNoise(hn.Kubelet.Log()), 6000))
+		}
+		zero := int64(0)
+		_ = admin.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+	}()
+	services := []string{"app"}
+	// Online: the kubelet runs the pods; the controller's slice has them ready.
+	var ready []want
+	eventually(t, 2*time.Minute, "online: the pods ready in the controller's slice", func() error {
+		ready = nil
+		for _, n := range names {
+			p, err := admin.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.PodIP == "" {
+				return fmt.Errorf("%s: no IP yet", n)
+			}
+			ready = append(ready, want{n, p.Status.PodIP, true, true})
+		}
+		return listed(ctx, admin, ns, services, ready...)
+	})
+	reader := watchSlices(t, ctx, "kube-proxy", hub.Client(kubeProxyUA, false), ns)
+	eventually(t, 30*time.Second, "online: the reader has the slice", func() error { return watched([]*sliceWatcher{reader}, services, ready...) })
+
+	// The kubelet goes silent; the cloud marks its pods not ready, elsewhere.
+	hn.StopKubelet()
+	var cloudSays []want
+	for i, n := range names {
+		p, err := admin.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := fmt.Sprintf("10.99.0.%d", i+1)
+		p.Status.PodIP, p.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		for j := range p.Status.Conditions {
+			if p.Status.Conditions[j].Type == corev1.PodReady {
+				p.Status.Conditions[j].Status = corev1.ConditionFalse
+			}
+		}
+		if _, err := admin.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cloudSays = append(cloudSays, want{n, ip, false, false})
+	}
+	eventually(t, 30*time.Second, "the reader has the cloud's not-ready slice", func() error { return watched([]*sliceWatcher{reader}, services, cloudSays...) })
+
+	// The link goes black; the node's kubelet restarts (its fake runtime starts every container
+	// again) and reports its pods through the hub.
+	if err := relay.BlackHole(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "hub knows it is offline", func() error {
+		if v, _ := hub.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 0 {
+			return fmt.Errorf("server still healthy")
+		}
+		return nil
+	})
+	if err := hn.Kubelet.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hn.WaitKubelet(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := hub.Client(kubeletUA, true)
+	eventually(t, 2*time.Minute, "offline: the readers follow the restarted kubelet's reports", func() error {
+		var reported []want
+		for _, n := range names {
+			p, err := kubelet.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			r := false
+			for _, c := range p.Status.Conditions {
+				r = r || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			}
+			if !r || p.Status.PodIP == "" || strings.HasPrefix(p.Status.PodIP, "10.99.") {
+				return fmt.Errorf("kubelet has not reported %s ready at its address yet (ready %v, %q)", n, r, p.Status.PodIP)
+			}
+			reported = append(reported, want{n, p.Status.PodIP, true, true})
+		}
+		if err := watched([]*sliceWatcher{reader}, services, reported...); err != nil {
+			return err
+		}
+		return listed(ctx, hub.Client(kubeProxyUA, true), ns, services, reported...)
+	})
+	if err := listed(ctx, admin, ns, services, cloudSays...); err != nil {
+		t.Fatalf("the cloud was to keep its word meanwhile: %v", err)
+	}
+}
