@@ -210,6 +210,22 @@ func v1Endpoints(ctx context.Context, cs kubernetes.Interface, ns, name string, 
 	return nil
 }
 
+// cleanupPods removes the test's pods and Services when it ends (they are bound to nodes other
+// tests use; no namespace controller runs).
+func cleanupPods(t *testing.T, ns string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		zero := int64(0)
+		_ = cluster.Admin.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		svcs, err := cluster.Admin.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, s := range svcs.Items {
+				_ = cluster.Admin.CoreV1().Services(ns).Delete(ctx, s.Name, metav1.DeleteOptions{})
+			}
+		}
+	})
+}
+
 // kubeletPodStatus sends a pod's status as kubelet's status manager does (syncPod): it reads the
 // pod (through the hub), and sends a strategic merge patch of pods/<name>/status from the status
 // read to the new one (statusutil.PatchPodStatus), with the pod's uid as precondition, in
@@ -255,6 +271,7 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	cleanupPods(t, ns)
 	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
 	bindNodes(t, "e2e-endpoints-reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"get", "list", "watch"}})
 	kcm, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{Controllers: append(slices.Clone(harness.DefaultControllers), "endpointslice", "endpoint")})
@@ -501,6 +518,7 @@ func TestEndpointsPoolSharesCorrections(t *testing.T) {
 	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	cleanupPods(t, ns)
 	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
 	bindNodes(t, "e2e-pool-election", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}})
 	kcm, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{Controllers: []string{"endpointslice"}})
