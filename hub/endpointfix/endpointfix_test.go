@@ -49,6 +49,8 @@ func slice(name string, t discoveryv1.AddressType, eps ...discoveryv1.Endpoint) 
 		AddressType: t, Endpoints: eps, Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(80))}}}
 }
 
+func wireEncode(obj wire.Typed, pb bool) ([]byte, error) { return wire.Encode(obj, pb) }
+
 func encode(t *testing.T, obj wire.Typed, pb bool) []byte {
 	t.Helper()
 	b, err := wire.Encode(obj, pb)
