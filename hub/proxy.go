@@ -209,7 +209,8 @@ func (s *Server) route(q *proxyRequest) route {
 // cloud.
 func (s *Server) coldRead(r *http.Request, lreq *local.Request) bool {
 	v := lreq.Info.Verb
-	if v != wire.VerbGet && v != wire.VerbList || !s.local.CanAnswer(r, lreq) {
+	read := v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && lreq.Info.SendInitialEvents // a watch-list is a list
+	if !read || !s.local.CanAnswer(r, lreq) {
 		return false
 	}
 	return s.state.settle(r.Context()) != remote.Healthy
@@ -228,7 +229,7 @@ func (s *Server) serveLocal(q *proxyRequest) {
 // topologyWait; then 503 with Retry-After): an answer filtered with an empty topology would hold
 // every node's endpoints. false when the request was answered.
 func (s *Server) chainFor(q *proxyRequest) bool {
-	q.chain = s.filters.For(q.ri)
+	q.chain = s.fixChain(q, s.filters.For(q.ri))
 	if q.chain == nil {
 		return true
 	}
