@@ -205,11 +205,24 @@ func TestArrowsTable(t *testing.T) {
 	}
 }
 
-// README and the architecture page point only inside the repository: a relative link names a
-// file that exists here, and no path leaves the checkout.
+// README and the pages under docs/ point only inside the repository: a relative link names a
+// file that exists here, and no path leaves the checkout. README is the map: it links every page.
 func TestDocsPointInsideTheRepository(t *testing.T) {
 	link := regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`)
-	for _, doc := range []string{"README.md", "docs/ARCHITECTURE.md"} {
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages under docs/ (%v)", err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range pages {
+		if !strings.Contains(string(readme), "]("+page+")") {
+			t.Errorf("README does not link %s: every page under docs/ has a row in its map", page)
+		}
+	}
+	for _, doc := range append([]string{"README.md"}, pages...) {
 		text, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

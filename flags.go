@@ -163,7 +163,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	return o, o.validate()
 }
 
-// printUsage prints the flags that work: YurtHub's aliases and ignored flags are left out (README
+// printUsage prints the flags that work: YurtHub's aliases and ignored flags are left out (docs/flags.md
 // lists them).
 func printUsage(out io.Writer, fs *flag.FlagSet, hidden map[string]bool) {
 	shown := flag.NewFlagSet("nodehub", flag.ContinueOnError)

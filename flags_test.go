@@ -238,20 +238,20 @@ func TestHelpShowsOnlyFlagsThatWork(t *testing.T) {
 	}
 }
 
-// README's table of ignored flags is the one place that says why each is ignored.
-func TestREADMEListsEachIgnoredAndMappedFlagOnce(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+// docs/flags.md's table of ignored flags is the one place that says why each is ignored.
+func TestFlagsDocListsEachIgnoredAndMappedFlagOnce(t *testing.T) {
+	readme, err := os.ReadFile("docs/flags.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range yurthubIgnored {
 		if n := strings.Count(string(readme), "| `--"+f.name+"` |"); n != 1 {
-			t.Errorf("README has %d table rows for ignored flag --%s, want 1", n, f.name)
+			t.Errorf("docs/flags.md has %d table rows for ignored flag --%s, want 1", n, f.name)
 		}
 	}
 	for alias := range yurthubAliases {
 		if n := strings.Count(string(readme), "| `--"+alias+"` |"); n != 1 {
-			t.Errorf("README has %d table rows for YurtHub name --%s, want 1", n, alias)
+			t.Errorf("docs/flags.md has %d table rows for YurtHub name --%s, want 1", n, alias)
 		}
 	}
 }

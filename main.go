@@ -62,7 +62,7 @@ func run(args []string) int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if len(o.ignored) > 0 {
-		log.Warn("YurtHub flags accepted and ignored (README: YurtHub flags nodehub ignores)", "flags", strings.Join(o.ignored, ","))
+		log.Warn("YurtHub flags accepted and ignored (docs/flags.md: YurtHub flags nodehub ignores)", "flags", strings.Join(o.ignored, ","))
 	}
 
 	// The node's credentials: bootstrapped and renewed by nodehub (token mode), or kubelet's files.

@@ -18,7 +18,7 @@ import (
 //     touched (every package's init, k8s.io/api's tables — with the kernel mapping 64 KiB around
 //     each page it faults in) are dropped from the resident set, and again every 30 s: what the
 //     hub's periodic work faults in between is less than what accumulates over minutes (measured,
-//     a plain idle hub: at most 11.6 MiB RSS from 60 to 120 s instead of 12.2–12.5; README);
+//     a plain idle hub: at most 11.6 MiB RSS from 60 to 120 s instead of 12.2–12.5; docs/figures.md);
 //   - every few seconds, when the Go heap holds more than a MiB of free pages (after a burst: a big
 //     list, many watches starting), they are returned to the kernel at once rather than over
 //     minutes by the runtime's background scavenger.

@@ -13,7 +13,7 @@ import (
 //   - an alias: YurtHub's name for a nodehub flag (yurthubAliases), registered on the same variable
 //     and hidden from --help (the nodehub flag's help names the YurtHub one), or
 //   - ignored: accepted, remembered, logged once at start-up, and hidden from --help
-//     (yurthubIgnored; README's table "YurtHub flags nodehub ignores" says why and what to use
+//     (yurthubIgnored; docs/flags.md's table "YurtHub flags nodehub ignores" says why and what to use
 //     instead, and a test keeps the two in step).
 //
 // Like YurtHub (pflag with Kubernetes' word-separator normalization), a flag name may use '_'
@@ -37,7 +37,7 @@ type ignoredFlag struct {
 	isBool bool
 }
 
-// yurthubIgnored are the accepted-and-ignored flags, in README's order: YurtHub's own, then the
+// yurthubIgnored are the accepted-and-ignored flags, in docs/flags.md's order: YurtHub's own, then the
 // logging flags its libraries register (klog, component-base), then one a linked library adds.
 var yurthubIgnored = []ignoredFlag{
 	{"namespace", false},

@@ -68,7 +68,7 @@ func TestProxyOfflineCreatesStayWithinOneBudget(t *testing.T) {
 }
 
 // A body that trickles in gets 408 on every route, the offline proxy's included (issue 23: an
-// offline event create got 400, README says 408).
+// offline event create got 400, docs/security.md says 408).
 func TestTricklingBodyOfflineIs408(t *testing.T) {
 	f := newProxyFixture(t, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond })
 	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusOK {
