@@ -119,7 +119,6 @@ type Store struct {
 	dirty   map[string]bool // names to write (present) or delete (absent from m)
 	pending map[string]bool // names whose newer token waits for a clean stop (PersistHorizon)
 	kick    chan struct{}
-	saveErr error
 }
 
 // Options tune a store; zero values take the defaults.
