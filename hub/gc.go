@@ -71,8 +71,9 @@ func (s *Server) waitReached(ctx context.Context) bool {
 	}
 }
 
-// relistNodePods lists this node's pods from the cloud as kubelet does and tees the answer into
-// kubelet's cache, whose reconcile removes the pods the cloud no longer has.
+// relistNodePods lists this node's pods from the cloud as kubelet does and keeps the answer in
+// kubelet's cache as the proxy would have (its filter chain, then keep), whose reconcile removes
+// the pods the cloud no longer has.
 func (s *Server) relistNodePods(ctx context.Context) error {
 	url := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + s.cfg.NodeName
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -89,13 +90,11 @@ func (s *Server) relistNodePods(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	body := s.cache.Tee(ri, "kubelet", resp)
-	if body == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil
+	if chain := s.chain(ri); chain != nil && resp.StatusCode == http.StatusOK {
+		s.filter(chain, ri, resp)
 	}
-	_, err = io.Copy(io.Discard, body)
-	_ = body.Close()
+	s.keep(ri, "kubelet", resp)
+	_, err = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 	return err
 }

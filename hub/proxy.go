@@ -213,6 +213,24 @@ func (s *Server) coldRead(r *http.Request, lreq *local.Request) bool {
 	return s.state.settle(r.Context()) != remote.Healthy
 }
 
+// chain returns the filter chain for a request (nil when no filter applies), counted in /metrics:
+// the proxy's requests (chainFor) and the hub's re-list of kubelet's pods (relistNodePods).
+func (s *Server) chain(ri *wire.RequestInfo) *filter.Chain {
+	c := s.filters.For(ri)
+	if c == nil {
+		return nil
+	}
+	c.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
+	c.OnChange = func(name string, v filter.Verdict) {
+		action := "changed"
+		if v == filter.Drop {
+			action = "removed"
+		}
+		s.metrics.filterActions.Inc(name, action)
+	}
+	return c
+}
+
 // serveLocal answers a request from the cache (routeLocal).
 func (s *Server) serveLocal(q *proxyRequest) {
 	s.metrics.offline.Inc(verbLabel(q.ri.Verb))
@@ -224,17 +242,9 @@ func (s *Server) serveLocal(q *proxyRequest) {
 // chain uses servicetopology ends when the topology changes: the client re-lists and gets
 // re-filtered slices.
 func (s *Server) chainFor(q *proxyRequest) {
-	q.chain = s.filters.For(q.ri)
+	q.chain = s.chain(q.ri)
 	if q.chain == nil {
 		return
-	}
-	q.chain.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
-	q.chain.OnChange = func(name string, v filter.Verdict) {
-		action := "changed"
-		if v == filter.Drop {
-			action = "removed"
-		}
-		s.metrics.filterActions.Inc(name, action)
 	}
 	if q.ri.Verb == wire.VerbWatch && q.chain.Uses("servicetopology") {
 		stop := context.AfterFunc(s.topo.Changes(), q.cancel)
