@@ -121,8 +121,8 @@ func (c Config) ExtraHosts() []string {
 	return nil
 }
 
-// The defaults of Config's zero values. They are YurtHub's defaults (which main's flags also
-// have), except the addresses: an empty ProxyAddr or HubAddr is a free loopback port (see
+// The defaults of Config's zero values, the one place they are written: YurtHub's defaults,
+// which main's flags take from here (design_test.go checks it), except the addresses: an empty ProxyAddr or HubAddr is a free loopback port (see
 // Server.Addrs), so a Config built in a test never takes a port another hub uses.
 const (
 	DefaultLBMode             = RoundRobin
@@ -134,7 +134,7 @@ const (
 	DefaultCacheSyncInterval  = time.Second
 	DefaultGCFrequency        = 120 * time.Minute
 	DefaultPoolLeaseNamespace = "kube-node-lease"
-	DefaultPoolLeaderTimeout  = 5 * time.Second
+	DefaultPoolLeaderTimeout  = pool.DefaultLeaderTimeout
 	defaultAddr               = "127.0.0.1:0"
 )
 
