@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -79,29 +78,7 @@ func run(args []string) int {
 		}
 	}()
 	dummy := hub.DummyIf{Enabled: o.dummyIfEnabled, Name: o.dummyIfName, IP: net.ParseIP(o.dummyIfIP), Cleanup: o.dummyIfCleanup}
-	var secureAddrs []string
-	var ips []net.IP
-	if o.proxySecurePort > 0 {
-		// Pods reach the secure port at the bind address, the hub's own link address and the
-		// address the filters give them (--master-service-host), each once.
-		hosts := []string{o.bindProxyAddress}
-		if ip := net.ParseIP(o.bindProxyAddress); ip == nil || !ip.IsUnspecified() {
-			hosts = append(hosts, hub.Config{DummyIf: dummy}.ExtraHosts()...)
-			hosts = append(hosts, o.masterHost)
-		}
-		for _, h := range hosts {
-			if slices.Contains(secureAddrs, hostPort(h, o.proxySecurePort)) {
-				continue
-			}
-			secureAddrs = append(secureAddrs, hostPort(h, o.proxySecurePort))
-			ips = append(ips, net.ParseIP(h))
-		}
-	}
-	// A pool leader serves the other hubs with the same certificate, at its pool address (also
-	// when the secure port is off).
-	if ip := net.ParseIP(o.poolBindAddress); o.poolMode != pool.ModeOff && ip != nil && !ip.IsUnspecified() && !slices.ContainsFunc(ips, ip.Equal) {
-		ips = append(ips, ip)
-	}
+	secureAddrs, ips := hub.SecureNames(o.bindProxyAddress, o.proxySecurePort, o.masterHost, dummy, o.poolMode, o.poolBindAddress)
 	var servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	if len(secureAddrs) > 0 || o.poolMode != pool.ModeOff {
 		servingCert = hub.ServingCertificate(ctx, o.servers(), o.nodeName, o.pkiDir(), ips, creds, log)

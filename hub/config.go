@@ -122,8 +122,9 @@ func (c Config) ExtraHosts() []string {
 }
 
 // The defaults of Config's zero values, the one place they are written: YurtHub's defaults,
-// which main's flags take from here (design_test.go checks it), except the addresses: an empty ProxyAddr or HubAddr is a free loopback port (see
-// Server.Addrs), so a Config built in a test never takes a port another hub uses.
+// which main's flags take from here (design_test.go checks it), except the addresses: an empty
+// ProxyAddr or HubAddr is a free loopback port (see Server.Addrs), so a Config built in a test
+// never takes a port another hub uses.
 const (
 	DefaultLBMode             = RoundRobin
 	DefaultHeartbeatInterval  = 10 * time.Second

@@ -8,10 +8,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 
 	"nodehub/hub/certs"
 	"nodehub/hub/dummyif"
 	"nodehub/hub/remote"
+	"nodehub/pool"
 )
 
 // What main needs besides Config to start a hub: the checks of the values that go into Config,
@@ -122,6 +125,34 @@ func StartCredentials(ctx context.Context, id NodeIdentity, log *slog.Logger) (C
 		log.Warn("node credentials not loaded yet; retrying in the background", "err", err)
 	}
 	return src, nil, fatal
+}
+
+// SecureNames returns where the secure port listens (port 0: nowhere) and which IPs the hub's
+// serving certificate names (Config.SecureAddrs, and ServingCertificate's ips). Pods reach the
+// secure port at the proxy's bind address, the hub's link address and the address the filters
+// give them (masterHost), each once; an unspecified bind address is all of them. A pool leader
+// (poolMode not pool.ModeOff) serves the other hubs with the same certificate at its pool
+// address (poolBind), also when the secure port is off.
+func SecureNames(bindProxy string, port int, masterHost string, dummy DummyIf, poolMode, poolBind string) (addrs []string, ips []net.IP) {
+	if port > 0 {
+		hosts := []string{bindProxy}
+		if ip := net.ParseIP(bindProxy); ip == nil || !ip.IsUnspecified() {
+			hosts = append(hosts, Config{DummyIf: dummy}.ExtraHosts()...)
+			hosts = append(hosts, masterHost)
+		}
+		for _, h := range hosts {
+			addr := net.JoinHostPort(h, strconv.Itoa(port))
+			if slices.Contains(addrs, addr) {
+				continue
+			}
+			addrs = append(addrs, addr)
+			ips = append(ips, net.ParseIP(h))
+		}
+	}
+	if ip := net.ParseIP(poolBind); poolMode != pool.ModeOff && ip != nil && !ip.IsUnspecified() && !slices.ContainsFunc(ips, ip.Equal) {
+		ips = append(ips, ip)
+	}
+	return addrs, ips
 }
 
 // ServingCertificate obtains the hub's serving certificate (a kubernetes.io/kubelet-serving CSR
