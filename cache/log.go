@@ -133,7 +133,7 @@ func (l *rlog) load() error {
 				return fmt.Errorf("cache: start %s: %w", l.path(), err)
 			}
 			l.unsynced = true // a new log: it and its directory entry are synced with its first records
-			l.s.unsynced("", logDir)
+			l.s.unsyncedDir(logDir)
 		}
 		l.setEnd(int64(len(logHeader)))
 		return nil
