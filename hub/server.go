@@ -8,7 +8,6 @@ package hub
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -61,6 +60,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	secure    []net.Addr
+
+	beforeCacheClose func() // a test's look at the hub as Run closes the cache
 }
 
 // New checks the configuration and prepares the servers; nothing listens until Run.
@@ -151,10 +152,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Run listens on the proxy and hub ports and serves until ctx ends, then shuts the servers down.
+// Run listens on the hub's ports and runs its parts until ctx ends or a part fails: the servers
+// (proxy, hub, pool and secure ports), the health checker, identities, tokens, the topology
+// source, the pool, GC and the hub's link. Each is one func(ctx) error in one group (group.go):
+// the first error stops them all, and Run returns once every part has returned. Stopping, the
+// servers stop accepting and their in-flight requests end (their context is gone, so watches end
+// at once), identities and tokens are saved, and the cache, closed last, writes what waits and
+// syncs: all by one deadline, StopTimeout after the stop began.
 func (s *Server) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type server struct {
 		name, addr string
 		h          http.Handler
@@ -177,107 +182,119 @@ func (s *Server) Run(ctx context.Context) error {
 		// Followers (other nodes, one connection each) read the leader's stores here.
 		servers = append(servers, server{name: "pool", addr: addr, h: s.pool, tls: s.pool.PeerTLS()})
 	}
-	if s.dummy != nil {
-		dctx, stopDummy := context.WithCancel(ctx)
-		ended := make(chan struct{})
-		go func() { // the listeners below bind with IP_FREEBIND: they need not wait for it
-			defer close(ended)
-			s.dummy.Run(dctx)
-		}()
-		defer func() {
-			stopDummy()
-			<-ended // no re-ensure after the removal
-			if s.cfg.DummyIf.Cleanup {
-				if err := s.dummy.Remove(); err != nil {
-					s.log.Warn("could not remove the hub's link", "err", err)
-				}
-			}
-		}()
-	}
-	errc := make(chan error, len(servers)+1)
-	var httpServers []*http.Server
+	// Every port is bound before any part starts (with IP_FREEBIND where the hub's link may not
+	// have its address yet): a port that cannot be bound fails Run with nothing started.
+	lns := make([]net.Listener, 0, len(servers))
 	for _, sv := range servers {
 		ln, err := listen(ctx, sv.addr, sv.freebind)
 		if err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			if s.cache != nil {
+				_ = s.cache.Close(ctx)
+			}
 			return fmt.Errorf("hub: %s port: %w", sv.name, err)
 		}
-		hs := s.newHTTPServer(ctx, sv.h)
-		httpServers = append(httpServers, hs)
+		lns = append(lns, ln)
+	}
+
+	g := newGroup(ctx, StopTimeout)
+	defer g.release()
+	// The cache runs beside the group and stops after it: it is closed last, when nothing can
+	// write into it any more.
+	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCache()
+	cacheDone := make(chan struct{})
+	if s.cache != nil {
+		go func() {
+			defer close(cacheDone)
+			s.cache.Run(cacheCtx, s.cfg.CacheSyncInterval, s.log)
+		}()
+	} else {
+		close(cacheDone)
+	}
+	if s.dummy != nil {
+		g.Go("link", func(ctx context.Context) error { s.dummy.Run(ctx); return nil })
+	}
+	for i, sv := range servers {
+		ln := lns[i]
+		hs := s.newHTTPServer(g.ctx, sv.h)
 		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		if sv.tls != nil {
 			hs.TLSConfig = sv.tls
-			go func() { errc <- hs.ServeTLS(ln, "", "") }()
-			continue
+		} else {
+			ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
+			s.mu.Lock()
+			s.listeners = append(s.listeners, ln)
+			s.mu.Unlock()
 		}
-		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
-		s.mu.Lock()
-		s.listeners = append(s.listeners, ln)
-		s.mu.Unlock()
-		go func() { errc <- hs.Serve(ln) }()
+		g.Go(sv.name+" port", func(ctx context.Context) error { return s.serve(ctx, g, hs, ln) })
 	}
 	for i, addr := range s.cfg.SecureAddrs {
-		go s.serveSecure(ctx, addr, i == 0)
+		g.Go("secure port", func(ctx context.Context) error { s.serveSecure(ctx, g, addr, i == 0); return nil })
 	}
 	s.state.begin(time.Now())
-	go s.checker.Run(ctx, s.balancer.Backends)
-	go s.ids.Run(ctx)
-	go s.tokens.Run(ctx)
+	g.Go("health checker", func(ctx context.Context) error { s.checker.Run(ctx, s.balancer.Backends); return nil })
+	g.Go("identities", func(ctx context.Context) error { s.ids.Run(ctx); return nil })
+	g.Go("tokens", func(ctx context.Context) error { s.tokens.Run(ctx); return nil })
+	if s.auto != nil {
+		g.Go("autonomy", func(ctx context.Context) error { s.auto.Run(ctx); return nil })
+	}
 	if s.filters.Uses("servicetopology") {
-		go s.topo.Run(ctx)
+		g.Go("topology", func(ctx context.Context) error { s.topo.Run(ctx); return nil })
 	}
 	if s.cache != nil {
-		go s.cache.Store.RunSync(ctx, s.cfg.CacheSyncInterval)
-		go func() {
-			if checked, bad := s.cache.Store.Verify(ctx); bad > 0 {
-				s.log.Warn("cache: quarantined corrupt files at start", "checked", checked, "bad", bad)
-			}
-		}()
-		go s.runGC(ctx)
+		g.Go("cache gc", func(ctx context.Context) error { s.runGC(ctx); return nil })
 	}
-	poolDone := make(chan struct{})
 	if s.pool != nil {
-		go func() {
-			defer close(poolDone)
-			s.pool.Run(ctx)
-		}()
-	} else {
-		close(poolDone)
+		g.Go("pool", func(ctx context.Context) error { s.pool.Run(ctx); return nil }) // a leader releases its lease
 	}
 
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	// Stopping: the servers stop accepting and in-flight requests end (their context is gone, so
-	// watches end at once; the rest get up to 5 s); then the cache writes what waits and syncs.
-	// All within 10 s.
-	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	for _, hs := range httpServers {
-		_ = hs.Shutdown(shutdownCtx)
-	}
+	err := g.Wait()
 	s.ids.Save()
 	if err := s.tokens.SaveAll(); err != nil {
 		s.log.Warn("tokens: save at stop", "err", err)
 	}
-	cancel() // the pool releases its lease
-	select {
-	case <-poolDone:
-	case <-time.After(3 * time.Second):
+	if s.dummy != nil && s.cfg.DummyIf.Cleanup {
+		if err := s.dummy.Remove(); err != nil {
+			s.log.Warn("could not remove the hub's link", "err", err)
+		}
 	}
+	stopCache()
+	<-cacheDone
 	if s.cache != nil {
-		flushCtx, flushed := context.WithTimeout(context.Background(), 4*time.Second)
-		defer flushed()
-		if err := s.cache.Writer.Close(flushCtx); err != nil {
+		if s.beforeCacheClose != nil {
+			s.beforeCacheClose()
+		}
+		if err := s.cache.Close(g.stopContext()); err != nil {
 			s.log.Warn("cache: not everything was written before the stop", "err", err)
 		}
-		_ = s.cache.Store.Close()
-	}
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
 	}
 	return err
+}
+
+// serve serves hs on ln until ctx ends, then shuts it down by the stop deadline (closing the
+// connections still open then). A server that fails stops the hub.
+func (s *Server) serve(ctx context.Context, g *group, hs *http.Server, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() {
+		if hs.TLSConfig != nil {
+			errc <- hs.ServeTLS(ln, "", "")
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	if hs.Shutdown(g.stopContext()) != nil {
+		_ = hs.Close()
+	}
+	<-errc
+	return nil
 }
 
 // Bounds on what a client may send, on every port the hub serves.
