@@ -53,7 +53,7 @@ func (p *Proxy) get(w http.ResponseWriter, req *Request) {
 		writeBody(w, http.StatusOK, f.contentType(false), body)
 		return
 	}
-	body, pb, err := encodeItem(it.Body, f, req.Accept)
+	body, pb, err := encodeItem(rewritten(p.served(req.Info), it.Body), f, req.Accept)
 	if err != nil {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: "+err.Error())
 		return
@@ -192,11 +192,12 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.metaList(w, req, pl, f)
 		return
 	}
+	rewrite := p.served(req.Info) // one view for the whole answer (protobuf reads the items twice)
 	if pl.format(f, req.Accept) {
-		p.protoList(w, req, pl)
+		p.protoList(w, req, pl, rewrite)
 		return
 	}
-	p.jsonList(w, pl)
+	p.jsonList(w, pl, rewrite)
 }
 
 // kubeletMayList answers kubelet's list of pods (a LIST, or a watch-list's initial events) with
@@ -266,13 +267,13 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
-func (p *Proxy) jsonList(w http.ResponseWriter, pl *listPlan) {
+func (p *Proxy) jsonList(w http.ResponseWriter, pl *listPlan, rewrite func([]byte) []byte) {
 	defer clearWriteDeadline(w)
 	bw := p.startList(w, format{}.contentType(false), -1)
 	_, _ = bw.Write(wire.JSONListHead(pl.av, pl.kind))
 	n := 0
 	res, err := p.each(pl, func(it cache.Item) error {
-		raw, err := wire.Convert(it.Body, false)
+		raw, err := wire.Convert(rewritten(rewrite, it.Body), false)
 		if err != nil {
 			p.log().Debug("offline list: item skipped", "name", it.Header.Name, "err", err)
 			return nil
@@ -305,11 +306,11 @@ func itemKey(h *cache.Header) uint64 {
 	return f.Sum64()
 }
 
-func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan) {
+func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan, rewrite func([]byte) []byte) {
 	var items []sized
 	total := 0
 	res, err := p.each(pl, func(it cache.Item) error {
-		n, err := wire.ProtoItemSize(it.Body)
+		n, err := wire.ProtoItemSize(rewritten(rewrite, it.Body))
 		if err != nil {
 			p.log().Debug("offline list: item skipped", "name", it.Header.Name, "err", err)
 			return nil
@@ -345,7 +346,7 @@ func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan) {
 			return nil
 		}
 		next = at + 1
-		msg, err := wire.ProtoItem(it.Body)
+		msg, err := wire.ProtoItem(rewritten(rewrite, it.Body))
 		if err != nil || len(msg) != items[at].n {
 			return nil
 		}

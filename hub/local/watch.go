@@ -48,11 +48,16 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
+	rev := p.revisions(ri)
+	var rewrite func([]byte) []byte
+	if rev != nil && ri.SendInitialEvents {
+		rewrite = rev.Served()
+	}
 	res, err := p.each(pl, func(it cache.Item) error {
 		if !ri.SendInitialEvents {
 			return nil
 		}
-		obj, err := wire.Convert(it.Body, f.protobuf)
+		obj, err := wire.Convert(rewritten(rewrite, it.Body), f.protobuf)
 		if err != nil {
 			return nil
 		}
@@ -91,7 +96,15 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		if p.Online != nil && p.Online() {
 			return // the cloud is back: end, so the client re-lists from it
 		}
+		var revised <-chan struct{}
+		if rev != nil {
+			send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
+			if revised, ok = p.revise(r, req, pl, rev, f.protobuf, send); !ok {
+				return
+			}
+		}
 		select {
+		case <-revised:
 		case <-r.Context().Done():
 			return
 		case <-end.C:
