@@ -62,6 +62,9 @@ type Config struct {
 	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token (the
 	// endpoint then answers that it is not available).
 	SetToken func(string) error
+	// Parts are parts main built that run with the hub's own (NodeCredentials' renewal,
+	// ServingCertificate's): each until the hub stops; an error of one stops the hub.
+	Parts []Part
 	// Profiling serves /debug/pprof/ on the hub port.
 	Profiling bool
 	// RemoteMetrics serves /metrics to any address the hub port is reached at; by default the
@@ -210,7 +213,7 @@ func (c *Config) check() error {
 }
 
 // Credentials are the node's credentials (Config.Credentials): what the backends present, and
-// whether they are loaded (certs.Source, certs.Manager; StartCredentials returns one).
+// whether they are loaded (certs.Source, certs.Manager; NodeCredentials returns one).
 type Credentials interface {
 	wire.Credentials
 	Err() error

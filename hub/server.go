@@ -240,6 +240,9 @@ func (s *Server) Run(ctx context.Context) error {
 	for i, addr := range s.cfg.SecureAddrs {
 		g.Go("secure port", func(ctx context.Context) error { s.serveSecure(ctx, g, addr, i == 0); return nil })
 	}
+	for _, p := range s.cfg.Parts {
+		g.Go(p.Name, p.Run)
+	}
 	s.state.begin(time.Now())
 	g.Go("health checker", func(ctx context.Context) error { s.checker.Run(ctx, s.balancer.Backends); return nil })
 	g.Go("identities", func(ctx context.Context) error { s.ids.Run(ctx); return nil })

@@ -18,8 +18,8 @@ import (
 )
 
 // What main needs besides Config to start a hub: the checks of the values that go into Config,
-// and the node's credentials and serving certificate it hands to Config. main reaches hub's parts
-// (hub/certs, hub/dummyif, hub/remote) only through these.
+// and the node's credentials and serving certificate it hands to Config (with their parts, which
+// the hub runs). main reaches hub's parts (hub/certs, hub/dummyif, hub/remote) only through these.
 
 // Load-balancing modes (Config.LBMode).
 const (
@@ -99,23 +99,25 @@ func (id NodeIdentity) Bootstraps() bool {
 	return err == nil
 }
 
-// StartCredentials returns the node's credentials for Config.Credentials and, when the hub
-// bootstraps them, Config.SetToken (else nil). A bootstrapping hub renews its certificate until
-// ctx ends; an error it cannot recover from (a wrong CA pin) arrives on the returned channel.
-func StartCredentials(ctx context.Context, id NodeIdentity, log *slog.Logger) (Credentials, func(string) error, <-chan error) {
-	fatal := make(chan error, 1)
+// Part is a part of the node main builds before the hub (the node's credentials, the serving
+// certificate) and hands to Config.Parts: the hub runs it with its own parts, until it stops; an
+// error it returns stops the hub.
+type Part struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// NodeCredentials returns the node's credentials for Config.Credentials and, when the hub
+// bootstraps them, Config.SetToken and the part that obtains and renews the certificate (else
+// nil and nil). That part's error (a wrong CA pin) stops the hub.
+func NodeCredentials(id NodeIdentity, log *slog.Logger) (Credentials, func(string) error, *Part) {
 	if id.Bootstraps() {
 		mgr := certs.NewManager(certs.ManagerConfig{
 			Servers: id.Servers, NodeName: id.NodeName, Organizations: id.Organizations, Dir: id.PKIDir,
 			Token: id.JoinToken, Discovery: certs.Discovery{CAHashes: id.CAHashes, SkipCAVerification: id.SkipCAVerification},
 			BootstrapKubeconfig: id.BootstrapFile, Log: log,
 		})
-		go func() {
-			if err := mgr.Run(ctx); err != nil {
-				fatal <- err
-			}
-		}()
-		return mgr, mgr.SetToken, fatal
+		return mgr, mgr.SetToken, &Part{Name: "node credentials", Run: mgr.Run}
 	}
 	if id.Mode == BootstrapToken && id.ClientCert == "" && id.CAFile == "" {
 		log.Info("no --join-token or --bootstrap-file and no bootstrapped certificate: using kubelet's credentials", "kubeconfig", id.KubeletKubeconfig)
@@ -124,7 +126,7 @@ func StartCredentials(ctx context.Context, id NodeIdentity, log *slog.Logger) (C
 	if err := src.Err(); err != nil {
 		log.Warn("node credentials not loaded yet; retrying in the background", "err", err)
 	}
-	return src, nil, fatal
+	return src, nil, nil
 }
 
 // SecureNames returns where the secure port listens (port 0: nowhere) and which IPs the hub's
@@ -155,11 +157,10 @@ func SecureNames(bindProxy string, port int, masterHost string, dummy DummyIf, p
 	return addrs, ips
 }
 
-// ServingCertificate obtains the hub's serving certificate (a kubernetes.io/kubelet-serving CSR
-// for ips and the kubernetes service names, stored in pkiDir and renewed until ctx ends) and
-// returns Config.ServingCert.
-func ServingCertificate(ctx context.Context, servers []string, nodeName, pkiDir string, ips []net.IP, creds Credentials, log *slog.Logger) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+// ServingCertificate returns Config.ServingCert, the hub's serving certificate, and the part
+// that obtains it (a kubernetes.io/kubelet-serving CSR for ips and the kubernetes service names,
+// stored in pkiDir) and renews it.
+func ServingCertificate(servers []string, nodeName, pkiDir string, ips []net.IP, creds Credentials, log *slog.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), Part) {
 	s := certs.NewServing(certs.ServingConfig{Servers: servers, NodeName: nodeName, Dir: pkiDir, IPs: ips, Creds: creds, Log: log})
-	go s.Run(ctx)
-	return s.GetCertificate
+	return s.GetCertificate, Part{Name: "serving certificate", Run: func(ctx context.Context) error { s.Run(ctx); return nil }}
 }
