@@ -374,3 +374,38 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 		t.Error("keep (hub/keep.go) calls no Tee: the rule's walk is broken")
 	}
 }
+
+// goRule: every goroutine of the hub is one Server.Run waits for. In package hub, a go statement
+// is only in the group that runs the parts (hub/group.go) and in Run's own file (hub/run.go: the
+// cache beside the group, a server's Serve); a part is added with group.Go.
+func TestHubStartsGoroutinesOnlyInRun(t *testing.T) {
+	allowed := map[string]bool{"hub/group.go": true, "hub/run.go": true}
+	files, err := filepath.Glob("hub/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	seen := 0
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if _, ok := n.(*ast.GoStmt); !ok {
+				return true
+			}
+			seen++
+			if !allowed[filepath.ToSlash(file)] {
+				t.Errorf("%s: a go statement outside Run: make it a part (group.Go in hub/run.go) so Run waits for it", fset.Position(n.Pos()))
+			}
+			return true
+		})
+	}
+	if seen == 0 {
+		t.Error("no go statement found in package hub: the rule's walk is broken")
+	}
+}
