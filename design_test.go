@@ -32,13 +32,16 @@ var directDependencies = []string{"golang.org/x/sys", "k8s.io/api", "k8s.io/apim
 
 // arrows are the allowed imports between the module's packages, as patterns ("hub/*": hub's
 // sub-packages). Arrows point down: main → hub → hub's parts → {cache, filter, pool} →
-// listwatch → wire; durable (files replaced whole) sits at the bottom beside wire.
+// listwatch → wire; durable (files replaced whole) sits at the bottom beside wire; the node's
+// features (node/*: credentials, the hub's link), which main configures and hub runs, beside
+// hub's parts.
 // docs/ARCHITECTURE.md shows this table; TestArchitectureDocShowsTheArrows keeps them in step.
 var arrows = []struct{ from, to string }{
-	{"main", "hub, cache, filter, pool, wire"},
-	{"hub", "hub/*, cache, filter, pool, listwatch, wire"},
+	{"main", "hub, node/*, cache, filter, pool, wire"},
+	{"hub", "hub/*, node/*, cache, filter, pool, listwatch, wire"},
 	{"hub/tokens", "durable, wire"},
 	{"hub/*", "hub/tokens, cache, filter, pool, listwatch, durable, wire"},
+	{"node/*", "durable, wire"},
 	{"cache", "durable, wire"},
 	{"filter", "wire"},
 	{"pool", "listwatch, wire"},
@@ -206,7 +209,7 @@ func TestArrowsTable(t *testing.T) {
 	}{
 		{"main", "hub", true}, {"main", "wire", true}, {"main", "hub/remote", false},
 		{"hub", "hub/remote", true}, {"hub", "pool", true},
-		{"hub/local", "cache", true}, {"hub/certs", "durable", true}, {"cache", "durable", true}, {"durable", "wire", false}, {"wire", "durable", false}, {"hub/local", "hub", false}, {"hub/local", "hub/remote", false},
+		{"hub/local", "cache", true}, {"node/certs", "durable", true}, {"main", "node/certs", true}, {"node/certs", "hub", false}, {"hub/local", "node/certs", false}, {"cache", "durable", true}, {"durable", "wire", false}, {"wire", "durable", false}, {"hub/local", "hub", false}, {"hub/local", "hub/remote", false},
 		{"cache", "wire", true}, {"cache", "hub", false}, {"pool", "cache", false}, {"pool", "listwatch", true}, {"listwatch", "pool", false}, {"cache", "listwatch", false}, {"filter", "pool", false}, {"wire", "cache", false},
 	} {
 		if ok, known := allowed(tt.from, tt.to); ok != tt.ok || !known {

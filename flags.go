@@ -16,6 +16,8 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub"
+	"nodehub/node/certs"
+	"nodehub/node/dummyif"
 	"nodehub/pool"
 )
 
@@ -105,7 +107,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.IntVar(&o.hbHealthy, "heartbeat-healthy-threshold", hub.DefaultHeartbeatHealthy, "good heartbeats that make it healthy again")
 	fs.IntVar(&o.hbTimeout, "heartbeat-timeout-seconds", int(hub.DefaultHeartbeatTimeout/time.Second), "timeout of a heartbeat and of a connect")
 	fs.DurationVar(&o.kubeletGrace, "kubelet-health-grace-period", hub.DefaultKubeletGracePeriod, "stop renewing the node lease after kubelet is quiet this long")
-	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", hub.BootstrapToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
+	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", certs.ModeToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
 	fs.StringVar(&o.joinToken, "join-token", "", "bootstrap token (abcdef.0123456789abcdef) the node joins with")
 	fs.StringVar(&o.bootstrapFile, "bootstrap-file", "", "bootstrap kubeconfig used instead of --join-token")
 	fs.Var(newListValue(&o.caHashes, ""), "discovery-token-ca-cert-hash", "sha256:<hex> pins of the cluster CA's public key, comma separated (repeatable)")
@@ -113,7 +115,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.Var(newListValue(&o.hubCertOrgs, ""), "hub-cert-organizations", "organizations added to system:nodes in the node's certificate, comma separated (repeatable)")
 	fs.BoolVar(&o.allowRemoteProxy, "insecure-allow-remote-proxy", false, "allow --bind-proxy-address to be a non-loopback address (its clients must bring their own credentials)")
 	fs.BoolVar(&o.remoteMetrics, "allow-remote-metrics", false, "serve /metrics on the hub port to any address (default: only health and readiness answer beyond loopback)")
-	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", hub.DefaultKubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
+	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", certs.KubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
 	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may hold the key; YurtHub: --kubelet-client-certificate)")
 	fs.StringVar(&o.clientKey, "client-key", "", "node client key PEM (default: --client-cert)")
 	fs.StringVar(&o.caFile, "ca-file", "", "cluster CA PEM (YurtHub: --kubelet-ca-file)")
@@ -135,7 +137,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.dummyIfEnabled, "enable-dummy-if", true, "keep the hub's address on a dummy link and serve the proxy port there too")
-	fs.StringVar(&o.dummyIfName, "dummy-if-name", hub.DefaultDummyIfName, "name of the hub's link (at most 15 characters)")
+	fs.StringVar(&o.dummyIfName, "dummy-if-name", dummyif.DefaultName, "name of the hub's link (at most 15 characters)")
 	fs.StringVar(&o.dummyIfIP, "dummy-if-ip", "", "the hub's address on the link (default 169.254.2.1; fd00::2:1 on an IPv6 node)")
 	fs.BoolVar(&o.dummyIfCleanup, "cleanup-dummy-if", false, "remove the hub's link when nodehub stops")
 	fs.StringVar(&o.staticPodPath, "static-pod-path", "/etc/kubernetes/manifests", "kubelet's static pod manifest directory (OTA upgrades of static pods write there)")
@@ -248,16 +250,16 @@ func (o *options) validate() error {
 	if o.proxySecurePort < 0 || o.proxySecurePort > 65535 {
 		return fmt.Errorf("--proxy-secure-port: %d is not a port (1-65535, or 0 for none)", o.proxySecurePort)
 	}
-	if err := hub.ValidateDummyIfName(o.dummyIfName); err != nil {
+	if err := dummyif.ValidateName(o.dummyIfName); err != nil {
 		return fmt.Errorf("--dummy-if-name: %v", err)
 	}
 	if o.dummyIfIP == "" {
-		o.dummyIfIP = hub.DefaultDummyIfIPv4
+		o.dummyIfIP = dummyif.DefaultIPv4
 		if o.ipv6Node() {
-			o.dummyIfIP = hub.DefaultDummyIfIPv6
+			o.dummyIfIP = dummyif.DefaultIPv6
 		}
 	}
-	if err := hub.ValidateDummyIfIP(net.ParseIP(o.dummyIfIP)); err != nil {
+	if err := dummyif.ValidateIP(net.ParseIP(o.dummyIfIP)); err != nil {
 		return fmt.Errorf("--dummy-if-ip: %q: %v", o.dummyIfIP, err)
 	}
 	if o.staticPodPath == "" {
@@ -287,10 +289,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("--kubelet-health-grace-period: %v must be positive", o.kubeletGrace)
 	}
 	switch o.bootstrapMode {
-	case hub.BootstrapKubeletCertificate:
-	case hub.BootstrapToken:
+	case certs.ModeKubeletCertificate:
+	case certs.ModeToken:
 		if o.joinToken != "" {
-			if err := hub.ValidateJoinToken(o.joinToken); err != nil {
+			if _, _, err := certs.ParseToken(o.joinToken); err != nil {
 				return fmt.Errorf("--join-token: %v", err)
 			}
 			if o.caHashes == "" && !o.skipCAVerify {
@@ -301,7 +303,7 @@ func (o *options) validate() error {
 			if strings.TrimSpace(h) == "" {
 				continue
 			}
-			if _, err := hub.ParseCAHash(h); err != nil {
+			if _, err := certs.ParseCAHash(h); err != nil {
 				return fmt.Errorf("--discovery-token-ca-cert-hash: %v", err)
 			}
 		}
@@ -372,7 +374,7 @@ func (o *options) pkiDir() string { return strings.TrimSuffix(o.rootDir, "/") + 
 func (o *options) caPins() []string {
 	var out []string
 	for _, h := range strings.Split(o.caHashes, ",") {
-		if v, err := hub.ParseCAHash(h); err == nil {
+		if v, err := certs.ParseCAHash(h); err == nil {
 			out = append(out, v)
 		}
 	}

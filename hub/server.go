@@ -19,7 +19,6 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/autonomy"
-	"nodehub/hub/dummyif"
 	"nodehub/hub/endpointfix"
 	"nodehub/hub/identity"
 	"nodehub/hub/local"
@@ -29,6 +28,7 @@ import (
 	"nodehub/hub/remote"
 	"nodehub/hub/tokens"
 	"nodehub/hub/topology"
+	"nodehub/node/dummyif"
 	"nodehub/pool"
 )
 

@@ -11,15 +11,15 @@ import (
 	"slices"
 	"strconv"
 
-	"nodehub/hub/certs"
-	"nodehub/hub/dummyif"
 	"nodehub/hub/remote"
+	"nodehub/node/certs"
 	"nodehub/pool"
 )
 
-// What main needs besides Config to start a hub: the checks of the values that go into Config,
-// and the node's credentials and serving certificate it hands to Config (with their parts, which
-// the hub runs). main reaches hub's parts (hub/certs, hub/dummyif, hub/remote) only through these.
+// What main needs besides Config to start a hub: the checks of the values that go into Config
+// that are the hub's (servers, balancing), and the node's credentials and serving certificate it
+// hands to Config (with their parts, which the hub runs). main never reaches hub's parts
+// (hub/remote...); the node's features it configures (node/certs, node/dummyif) it uses directly.
 
 // Load-balancing modes (Config.LBMode).
 const (
@@ -30,45 +30,9 @@ const (
 // ParseServerAddr checks one cloud server address of Config.Servers ("host:port" means https).
 func ParseServerAddr(addr string) (*url.URL, error) { return remote.ParseServerAddr(addr) }
 
-// The hub's link (Config.DummyIf): YurtHub's defaults.
-const (
-	DefaultDummyIfName = dummyif.DefaultName
-	DefaultDummyIfIPv4 = dummyif.DefaultIPv4
-	DefaultDummyIfIPv6 = dummyif.DefaultIPv6
-)
-
-// ValidateDummyIfName checks the link's name (at most 15 characters).
-func ValidateDummyIfName(name string) error { return dummyif.ValidateName(name) }
-
-// ValidateDummyIfIP checks the link's address (inside 169.254.0.0/16 but not YurtHub's reserved
-// addresses, or IPv6).
-func ValidateDummyIfIP(ip net.IP) error { return dummyif.ValidateIP(ip) }
-
-// How the node gets its credentials (NodeIdentity.Mode).
-const (
-	// BootstrapToken: nodehub obtains and renews its own client certificate with a join token or a
-	// bootstrap kubeconfig; without either (and no certificate from an earlier bootstrap), it uses
-	// kubelet's credentials.
-	BootstrapToken = certs.ModeToken
-	// BootstrapKubeletCertificate: kubelet's client certificate and CA.
-	BootstrapKubeletCertificate = certs.ModeKubeletCertificate
-	// DefaultKubeletKubeconfig is where kubelet's kubeconfig usually is.
-	DefaultKubeletKubeconfig = certs.KubeletKubeconfig
-)
-
-// ValidateJoinToken checks a bootstrap token's form (abcdef.0123456789abcdef).
-func ValidateJoinToken(tok string) error {
-	_, _, err := certs.ParseToken(tok)
-	return err
-}
-
-// ParseCAHash checks one "sha256:<hex>" pin of the cluster CA's public key and returns it
-// normalized.
-func ParseCAHash(h string) (string, error) { return certs.ParseCAHash(h) }
-
 // NodeIdentity says where the node's credentials come from (the bootstrap flags).
 type NodeIdentity struct {
-	Mode     string // BootstrapToken or BootstrapKubeletCertificate
+	Mode     string // certs.ModeToken or certs.ModeKubeletCertificate
 	Servers  []string
 	NodeName string
 	// PKIDir is <root-dir>/pki: the hub's certificates.
@@ -89,7 +53,7 @@ type NodeIdentity struct {
 // token, a bootstrap file, or a certificate an earlier bootstrap left in PKIDir) rather than
 // reading kubelet's or the named files.
 func (id NodeIdentity) Bootstraps() bool {
-	if id.Mode != BootstrapToken || id.ClientCert != "" || id.CAFile != "" {
+	if id.Mode != certs.ModeToken || id.ClientCert != "" || id.CAFile != "" {
 		return false
 	}
 	if id.JoinToken != "" || id.BootstrapFile != "" {
@@ -119,7 +83,7 @@ func NodeCredentials(id NodeIdentity, log *slog.Logger) (Credentials, func(strin
 		})
 		return mgr, mgr.SetToken, &Part{Name: "node credentials", Run: mgr.Run}
 	}
-	if id.Mode == BootstrapToken && id.ClientCert == "" && id.CAFile == "" {
+	if id.Mode == certs.ModeToken && id.ClientCert == "" && id.CAFile == "" {
 		log.Info("no --join-token or --bootstrap-file and no bootstrapped certificate: using kubelet's credentials", "kubeconfig", id.KubeletKubeconfig)
 	}
 	src := certs.NewSource(certs.KubeletFiles(id.KubeletKubeconfig, id.ClientCert, id.ClientKey, id.CAFile))
