@@ -1,0 +1,180 @@
+package cache
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+)
+
+// load reads every record, rebuilding the index. A torn tail is cut off (when writable); a bad
+// region followed by good records is skipped and kept in .quarantine.
+func (l *rlog) load() error {
+	f := l.seg.f
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	var head [logHeaderLen]byte
+	hn, _ := f.ReadAt(head[:], 0)
+	if hn >= len(logMagic)+1 && string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV1 {
+		l.seg.hdr = int64(len(logMagic) + 1) // a version 1 log: read as it is, rewritten by open
+	} else if hn == logHeaderLen && string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV2 {
+		l.seg.hdr, l.seg.seed = logHeaderLen, saltSeed(head[len(logMagic)+1:])
+	} else if size < logHeaderLen && (hn < len(logMagic)+1 || string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV2) {
+		// New, or its header torn by a crash before any record: start it.
+		h, seed := newLogHeader()
+		l.seg.hdr, l.seg.seed = logHeaderLen, seed
+		if !l.s.readOnly.Load() {
+			err := f.Truncate(0)
+			if err == nil {
+				_, err = f.WriteAt(h, 0)
+			}
+			if err != nil { // a full disk: the next write tries again
+				l.s.failed(err)
+				return fmt.Errorf("cache: start %s: %w", l.path(), err)
+			}
+			l.unsynced = true // a new log: it and its directory entry are synced with its first records
+			l.s.unsynced("", logDir)
+		}
+		l.setEnd(logHeaderLen)
+		return nil
+	} else {
+		return fmt.Errorf("%w: %s is not a nodehub log", ErrCorrupt, l.path())
+	}
+	l.byOff = map[int64]*rec{}
+	defer func() { l.byOff = nil }()
+	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 64<<10)
+	_, _ = br.Discard(int(l.seg.hdr))
+	pos := l.seg.hdr
+	var fr [frameLen]byte
+	var buf []byte
+	lost := false
+	l.unopened = false
+	defer func() {
+		if lost || l.unopened { // objects were lost: no list read back is whole, whenever it was recorded
+			l.lose()
+		}
+	}()
+	for pos < size {
+		ok := false
+		if _, err := io.ReadFull(br, fr[:]); err == nil {
+			if n, good := checkFrame(fr[:]); good && pos+frameLen+int64(n) <= size {
+				if cap(buf) < int(n) {
+					buf = make([]byte, n)
+				}
+				buf = buf[:n]
+				if _, err := io.ReadFull(br, buf); err == nil && recordSum(l.seg.seed, buf) == be32(fr[8:]) {
+					if p, err := decodePayload(buf); err == nil {
+						l.apply(pos, frameLen+n, p, nil)
+						pos += frameLen + int64(n)
+						ok = true
+					}
+				}
+			}
+		}
+		if ok {
+			continue
+		}
+		next, taken := l.resync(pos+1, size)
+		if next < 0 { // a torn tail: the writes of the last interval a crash cut short
+			l.s.log.Info("cache: cut a torn tail off a log", "log", l.name, "at", pos, "bytes", size-pos)
+			if taken {
+				// Valid records in what is cut that do not chain to the end: kept for a look. What
+				// remains is a prefix of what was written, a consistent older state.
+				l.s.quarantineBytes(l.name, f, pos, size)
+			}
+			if !l.s.readOnly.Load() {
+				if err := f.Truncate(pos); err != nil {
+					l.s.failed(err)
+				}
+			}
+			size = pos
+			break
+		}
+		l.s.log.Warn("cache: skipped a corrupt region of a log; its lists are incomplete until listed again", "log", l.name, "at", pos, "bytes", next-pos)
+		l.s.quarantineBytes(l.name, f, pos, next)
+		l.s.corrupt.Add(1)
+		lost = true
+		pos = next
+		br.Reset(io.NewSectionReader(f, pos, size-pos))
+	}
+	l.setEnd(size)
+	return nil
+}
+
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// resync finds the next offset at or after from where a chain of whole, valid records starts
+// that reaches the end of the file, or -1; skipped is set when valid records were passed over
+// because their chain broke before the end. A record found in the middle of a bad region (an
+// object's bytes may hold a frame) is taken only when all that follows it is records.
+func (l *rlog) resync(from, size int64) (at int64, skipped bool) {
+	f := l.seg.f
+	chunk := make([]byte, 64<<10)
+	for off := from; off < size; {
+		n, _ := f.ReadAt(chunk, off)
+		if n <= 0 {
+			return -1, skipped
+		}
+		b := chunk[:n]
+		moved := false
+		for i := 0; i+4 <= len(b); {
+			j := bytes.Index(b[i:], []byte(frameMagic))
+			if j < 0 {
+				break
+			}
+			at := off + int64(i+j)
+			if end := l.chainEnd(at, size); end == size {
+				return at, skipped
+			} else if end > at {
+				// Valid records up to end, then something else: not a resync point, nor is
+				// anything inside that chain. Look on after it.
+				skipped = true
+				off, moved = end, true
+				break
+			}
+			i += j + 1
+		}
+		if moved {
+			continue
+		}
+		if n < len(chunk) {
+			return -1, skipped
+		}
+		off += int64(n - 3)
+	}
+	return -1, skipped
+}
+
+// chainEnd follows valid records from at and returns where the chain ends (at: none valid).
+func (l *rlog) chainEnd(at, size int64) int64 {
+	for at < size {
+		n, ok := l.validAt(at, size)
+		if !ok {
+			return at
+		}
+		at += frameLen + int64(n)
+	}
+	return at
+}
+
+// validAt reports whether a whole record with a good checksum starts at at, and its length.
+func (l *rlog) validAt(at, size int64) (uint32, bool) {
+	var fr [frameLen]byte
+	if _, err := l.seg.f.ReadAt(fr[:], at); err != nil {
+		return 0, false
+	}
+	n, ok := checkFrame(fr[:])
+	if !ok || at+frameLen+int64(n) > size {
+		return 0, false
+	}
+	buf := make([]byte, n)
+	if _, err := l.seg.f.ReadAt(buf, at+frameLen); err != nil {
+		return 0, false
+	}
+	return n, recordSum(l.seg.seed, buf) == be32(fr[8:])
+}

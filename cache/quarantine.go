@@ -1,0 +1,58 @@
+package cache
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// quarantineBytes keeps a corrupt region of a log (up to 1 MiB of it) for a look.
+func (s *Store) quarantineBytes(name string, f *os.File, from, to int64) {
+	if s.readOnly.Load() {
+		return
+	}
+	n := min(to-from, 1<<20)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
+		return
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if err := s.root.MkdirAll(quarantineDir, 0o700); err != nil {
+		return
+	}
+	dst := filepath.Join(quarantineDir, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+name+"@"+strconv.FormatInt(from, 10))
+	_ = s.root.WriteFile(dst, buf, 0o600)
+	s.trimQuarantine()
+}
+
+// quarantineFile moves a whole file aside.
+func (s *Store) quarantineFile(rel string) {
+	if s.readOnly.Load() {
+		return
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if err := s.root.MkdirAll(quarantineDir, 0o700); err != nil {
+		return
+	}
+	dst := filepath.Join(quarantineDir, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strings.ReplaceAll(filepath.ToSlash(rel), "/", "_"))
+	if err := s.root.Rename(rel, dst); err != nil {
+		_ = s.root.Remove(rel)
+	}
+	s.trimQuarantine()
+}
+
+func (s *Store) trimQuarantine() {
+	entries, err := fs.ReadDir(s.root.FS(), quarantineDir)
+	if err == nil && len(entries) > maxQuarantine {
+		for _, e := range entries[:len(entries)-maxQuarantine] {
+			_ = s.root.Remove(filepath.Join(quarantineDir, e.Name()))
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package cache
+
+import (
+	"fmt"
+	"sort"
+)
+
+// makeRoom keeps an owner's offline changes within its quota, the offline changes of the owners
+// that are not the node's own within their budget together, and the cache within
+// --cache-max-bytes, by removing that owner's oldest offline changes of the resource.
+func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
+	quota, budget := int64(DefaultLocalQuota), int64(DefaultForeignBudget)
+	max := l.s.maxBytes.Load()
+	if max > 0 {
+		quota, budget = max/8, max/8
+	}
+	foreign := l.s.isForeign(owner)
+	if foreign {
+		quota = min(quota, budget)
+	}
+	if need > quota {
+		return fmt.Errorf("cache: offline change of %d bytes is larger than the quota of %d: %w", need, quota, ErrFull)
+	}
+	var freed int64
+	if old := l.get(owner, k.ID()); old != nil && old.refs == 1 {
+		freed = int64(old.n) // replaced
+	}
+	over := func() bool {
+		if l.s.local(owner)+need-freed > quota {
+			return true
+		}
+		if foreign && l.s.ForeignLocalBytes()+need-freed > budget {
+			return true
+		}
+		return max > 0 && l.s.Size()+need-freed > max
+	}
+	if !over() {
+		return nil
+	}
+	type cand struct {
+		key string
+		r   *rec
+	}
+	var cands []cand
+	for key, sl := range l.objs {
+		if i := sl.find(owner); i >= 0 && sl.holds[i].r.local && key != k.ID() {
+			cands = append(cands, cand{key, sl.holds[i].r})
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].r.off < cands[j].r.off })
+	for _, c := range cands {
+		if !over() {
+			break
+		}
+		ns, name := splitID(c.key)
+		l.buf = delPayload(l.room(), k.Owner, l.s.now(), ns, name)
+		if err := l.write(l.buf, nil); err != nil {
+			return err
+		}
+	}
+	if over() {
+		return fmt.Errorf("cache: offline change of %s: %w", k.Path(), ErrFull)
+	}
+	return nil
+}
