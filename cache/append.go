@@ -14,7 +14,7 @@ func (l *rlog) write(p []byte, target *rec) error {
 		l.metaDue = false
 		for k, ls := range l.lists {
 			if !ls.rec.Complete {
-				m := listMetaPayload(make([]byte, frameLen, 128), l.s.ownerName(k.owner), l.s.now(), k.listScope, ls.rec.ResourceVersion, false)
+				m := listMetaPayload(make([]byte, frameLen, 128), l.s.owners.name(k.owner), l.s.now(), k.listScope, ls.rec.ResourceVersion, false)
 				if err := l.writeRaw(m, nil); err != nil {
 					l.metaDue = true
 					return err

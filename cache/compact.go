@@ -70,7 +70,7 @@ func (l *rlog) compact() error {
 					recs[h.r] = moved{off: -1}
 					continue
 				}
-				np := putPayload(nil, l.s.ownerName(h.owner), p.at, ns, name, p.header, p.flags, p.body)
+				np := putPayload(nil, l.s.owners.name(h.owner), p.at, ns, name, p.header, p.flags, p.body)
 				off, n, err := emit(np)
 				if err != nil {
 					return fail(err)
@@ -81,7 +81,7 @@ func (l *rlog) compact() error {
 			if mv.off < 0 {
 				continue
 			}
-			_, n, err := emit(refPayload(nil, l.s.ownerName(h.owner), h.r.at, ns, name, mv.off))
+			_, n, err := emit(refPayload(nil, l.s.owners.name(h.owner), h.r.at, ns, name, mv.off))
 			if err != nil {
 				return fail(err)
 			}
@@ -94,7 +94,7 @@ func (l *rlog) compact() error {
 		if err != nil {
 			return fail(err)
 		}
-		_, n, err := emit(listPayload(nil, l.s.ownerName(k.owner), l.s.now(), k.listScope, js))
+		_, n, err := emit(listPayload(nil, l.s.owners.name(k.owner), l.s.now(), k.listScope, js))
 		if err != nil {
 			return fail(err)
 		}

@@ -19,7 +19,7 @@ func (s *Store) Get(k Key) (*Header, []byte, error) {
 		return nil, nil, err
 	}
 	l, _ := s.logFor(k.Resource, false)
-	owner, ok := s.lookupOwner(k.Owner)
+	owner, ok := s.owners.lookup(k.Owner)
 	if l == nil || !ok {
 		return nil, nil, ErrNotFound
 	}
@@ -66,7 +66,7 @@ func (s *Store) Header(k Key) (*Header, error) {
 // head returns what the index knows of an owner's object without reading it.
 func (s *Store) head(k Key) (rv string, local, ok bool) {
 	l, _ := s.logFor(k.Resource, false)
-	owner, found := s.lookupOwner(k.Owner)
+	owner, found := s.owners.lookup(k.Owner)
 	if l == nil || !found {
 		return "", false, false
 	}
@@ -94,7 +94,7 @@ func (s *Store) Keys(r Resource, namespace string, fn func(Key) error) error {
 // locate lists where an owner's objects of a resource are, sorted by namespace and name.
 func (s *Store) locate(r Resource, namespace string) []located {
 	l, _ := s.logFor(r, false)
-	owner, ok := s.lookupOwner(r.Owner)
+	owner, ok := s.owners.lookup(r.Owner)
 	if l == nil || !ok {
 		return nil
 	}

@@ -57,9 +57,9 @@ func (l *rlog) lose() {
 // loading), and for a put the record as its writer knows it (resourceVersion, local, checksum),
 // so the hub's own write is not decompressed and checksummed again to index it.
 func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
-	owner := l.s.ownerID(p.owner)
+	owner := l.s.owners.id(p.owner)
 	if p.typ != recDel && p.typ != recDrop {
-		l.s.touch(owner, p.at)
+		l.s.owners.touch(owner, p.at)
 	}
 	switch p.typ {
 	case recPut:
@@ -80,7 +80,7 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 		r.off, r.n, r.at, r.refs = off, n, p.at, 1
 		l.addLive(int64(n))
 		if r.local {
-			l.s.addLocal(owner, int64(n))
+			l.s.owners.addLocal(owner, int64(n))
 		}
 		if l.byOff != nil {
 			l.byOff[off] = r
@@ -190,7 +190,7 @@ func (l *rlog) release(h hold) {
 	if h.r.refs == 0 {
 		l.addLive(-(int64(h.r.n)))
 		if h.r.local {
-			l.s.addLocal(h.owner, -int64(h.r.n))
+			l.s.owners.addLocal(h.owner, -int64(h.r.n))
 		}
 	}
 }

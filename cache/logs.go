@@ -45,7 +45,7 @@ func indexByte(s string, c byte) int {
 	return -1
 }
 
-// loadLogs reads every log below .logs.
+// loadLogs reads every log below .logs (at Open, before the store is shared).
 func (s *Store) loadLogs() error {
 	if s.root == nil {
 		return nil
@@ -57,6 +57,8 @@ func (s *Store) loadLogs() error {
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
+	s.mu.Lock() // the logs are opened under it, as logFor opens them (the quarantine relies on it)
+	defer s.mu.Unlock()
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), logSuffix)
 		if !ok || e.IsDir() {

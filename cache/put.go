@@ -20,7 +20,7 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("cache: put %s: %w", k.Path(), err)
 	}
-	owner := s.ownerID(k.Owner)
+	owner := s.owners.id(k.Owner)
 	key := k.ID()
 	sc := getScratch()
 	defer putScratch(sc)
@@ -95,7 +95,7 @@ func (s *Store) Delete(k Key) error {
 	if l == nil || err != nil {
 		return err
 	}
-	owner, ok := s.lookupOwner(k.Owner)
+	owner, ok := s.owners.lookup(k.Owner)
 	if !ok {
 		return nil
 	}

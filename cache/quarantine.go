@@ -11,6 +11,16 @@ import (
 	"time"
 )
 
+// A region of a log that fails its checks, or a file that is not a log, is kept in .quarantine
+// for a look (the newest maxQuarantine of them). That happens only while a log is opened, and a log
+// is opened only under the store's mu (logFor, loadLogs) or in a view (ReadFile), which writes
+// nothing: so the quarantine needs no lock of its own.
+
+const (
+	quarantineDir = ".quarantine"
+	maxQuarantine = 100
+)
+
 // quarantineBytes keeps a corrupt region of a log (up to 1 MiB of it) for a look.
 func (s *Store) quarantineBytes(name string, f *os.File, from, to int64) {
 	if s.readOnly.Load() {
@@ -21,8 +31,6 @@ func (s *Store) quarantineBytes(name string, f *os.File, from, to int64) {
 	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
 		return
 	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
 	if err := s.root.MkdirAll(quarantineDir, 0o700); err != nil {
 		return
 	}
@@ -31,13 +39,11 @@ func (s *Store) quarantineBytes(name string, f *os.File, from, to int64) {
 	s.trimQuarantine()
 }
 
-// quarantineFile moves a whole file aside.
+// quarantineFile moves a whole file aside (a file that is not a log).
 func (s *Store) quarantineFile(rel string) {
 	if s.readOnly.Load() {
 		return
 	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
 	if err := s.root.MkdirAll(quarantineDir, 0o700); err != nil {
 		return
 	}

@@ -5,6 +5,17 @@ import (
 	"sort"
 )
 
+const (
+	// DefaultLocalQuota bounds what one owner's offline changes (events created offline, above
+	// all) take when --cache-max-bytes is not set; with it, an owner gets an eighth of it.
+	DefaultLocalQuota = 8 << 20
+	// DefaultForeignBudget bounds what the offline changes of every owner but the node's own
+	// (component@credential: pods and anything else with a credential of its own) take together
+	// when --cache-max-bytes is not set; with it, they share an eighth of it. So however many
+	// credentials a pod makes up, its offline writes cannot fill the node's disk.
+	DefaultForeignBudget = 16 << 20
+)
+
 // makeRoom keeps an owner's offline changes within its quota, the offline changes of the owners
 // that are not the node's own within their budget together, and the cache within
 // --cache-max-bytes, by removing that owner's oldest offline changes of the resource.
@@ -14,7 +25,7 @@ func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
 	if max > 0 {
 		quota, budget = max/8, max/8
 	}
-	foreign := l.s.isForeign(owner)
+	foreign := l.s.owners.isForeign(owner)
 	if foreign {
 		quota = min(quota, budget)
 	}
@@ -26,10 +37,10 @@ func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
 		freed = int64(old.n) // replaced
 	}
 	over := func() bool {
-		if l.s.local(owner)+need-freed > quota {
+		if l.s.owners.local(owner)+need-freed > quota {
 			return true
 		}
-		if foreign && l.s.ForeignLocalBytes()+need-freed > budget {
+		if foreign && l.s.owners.foreignLocal()+need-freed > budget {
 			return true
 		}
 		return max > 0 && l.s.Size()+need-freed > max

@@ -2,7 +2,18 @@ package cache
 
 import (
 	"context"
+	"sync/atomic"
 )
+
+// counters are the store's counters since Open.
+type counters struct {
+	syncs       atomic.Int64
+	written     atomic.Int64 // bytes appended to logs (and discovery files)
+	records     atomic.Int64 // records appended (and discovery files)
+	compactions atomic.Int64
+	compacted   atomic.Int64 // bytes compaction wrote
+	corrupt     atomic.Int64 // corrupt records or regions found
+}
 
 // Verify reports how many records the logs hold and how many corrupt records or regions were
 // found. Every record is checked when the logs are read at Open, so it reads nothing again.

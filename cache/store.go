@@ -84,19 +84,9 @@ var ErrReadOnly = errors.New("cache: read-only")
 var ErrFull = errors.New("cache: full")
 
 const (
-	tmpPrefix     = ".tmp-"
-	logDir        = ".logs"
-	logSuffix     = ".log"
-	quarantineDir = ".quarantine"
-	maxQuarantine = 100
-	// DefaultLocalQuota bounds what one owner's offline changes (events created offline, above
-	// all) take when --cache-max-bytes is not set; with it, an owner gets an eighth of it.
-	DefaultLocalQuota = 8 << 20
-	// DefaultForeignBudget bounds what the offline changes of every owner but the node's own
-	// (component@credential: pods and anything else with a credential of its own) take together
-	// when --cache-max-bytes is not set; with it, they share an eighth of it. So however many
-	// credentials a pod makes up, its offline writes cannot fill the node's disk.
-	DefaultForeignBudget = 16 << 20
+	tmpPrefix = ".tmp-"
+	logDir    = ".logs"
+	logSuffix = ".log"
 )
 
 // Store is the cache under one directory. Safe for concurrent use.
@@ -109,13 +99,7 @@ type Store struct {
 	mu   sync.Mutex // logs
 	logs map[string]*rlog
 
-	omu        sync.Mutex // owners
-	owners     []string
-	ownerIDs   map[string]int32
-	ownerAt    []uint32 // newest record of each owner (Unix seconds)
-	localBytes []int64  // bytes of each owner's offline changes
-	foreign    []bool   // each owner is Foreign
-	foreignSum int64    // localBytes of the foreign owners together
+	owners ownerTable
 
 	liveBytes atomic.Int64 // live records of every log
 	fileBytes atomic.Int64 // every log's file
@@ -124,20 +108,9 @@ type Store struct {
 	roErr    atomic.Pointer[string]
 	maxBytes atomic.Int64
 
-	dirty       atomic.Bool
-	dirtied     chan struct{} // RunSync's wake-up: something was written since the last sync
-	syncs       atomic.Int64
-	written     atomic.Int64 // bytes appended to logs (and discovery files)
-	records     atomic.Int64 // records appended (and discovery files)
-	compactions atomic.Int64
-	compacted   atomic.Int64 // bytes compaction wrote
-	corrupt     atomic.Int64 // corrupt records or regions found
-	tmpSeq      atomic.Uint64
-
-	qmu sync.Mutex // quarantine
-
-	smu                         sync.Mutex // small files and directories to fsync at the next Sync
-	unsyncedFiles, unsyncedDirs map[string]bool
+	pending  // what the next Sync makes durable (sync.go)
+	counters // what Stats reports (stats.go)
+	tmpSeq   atomic.Uint64
 
 	// hook, when set (tests), runs before every record is appended; an error fails the write.
 	hook func(rel string) error
@@ -170,7 +143,7 @@ func open(dir string, log *slog.Logger, view bool) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{path: dir, log: log, logs: map[string]*rlog{}, ownerIDs: map[string]int32{}, dirtied: make(chan struct{}, 1)}
+	s := &Store{path: dir, log: log, logs: map[string]*rlog{}, pending: pending{dirtied: make(chan struct{}, 1)}}
 	if view {
 		s.readOnly.Store(true)
 	}

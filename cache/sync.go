@@ -5,10 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// pending is what the next Sync makes durable: the logs appended to note it themselves
+// (rlog.unsynced); the small files written and the directories whose entries changed are noted here.
+type pending struct {
+	dirty   atomic.Bool
+	dirtied chan struct{} // RunSync's wake-up: something was written since the last sync
+
+	smu                         sync.Mutex // small files and directories to fsync at the next Sync
+	unsyncedFiles, unsyncedDirs map[string]bool
+}
 
 // Sync makes everything written so far durable, if anything was written: one fdatasync(2) per log
 // appended to since the last sync, an fsync of each small file written (discovery answers) and of
