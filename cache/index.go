@@ -63,77 +63,97 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 	}
 	switch p.typ {
 	case recPut:
-		r := target
-		if r == nil {
-			hdr, err := p.openHeader()
-			if err != nil {
-				l.unopened = true // its object is lost: no list that held it is whole
-				return
-			}
-			rv, local, ok := headerRV(hdr)
-			if !ok {
-				l.unopened = true
-				return
-			}
-			r = &rec{local: local, rv: rv, sum: crc32.Update(crc32.Checksum(p.header, crcTable), crcTable, p.body)}
-		}
-		r.off, r.n, r.at, r.refs = off, n, p.at, 1
-		l.addLive(int64(n))
-		if r.local {
-			l.s.owners.addLocal(owner, int64(n))
-		}
-		if l.byOff != nil {
-			l.byOff[off] = r
-		}
-		l.setHold(id(p.ns, p.name), hold{owner: owner, r: r})
+		l.applyPut(off, n, p, owner, target)
 	case recRef:
-		if target == nil && l.byOff != nil {
-			target = l.byOff[p.target]
-		}
-		if target == nil {
-			return // its object was in a lost region (the lists are incomplete already)
-		}
-		target.refs++
-		l.addLive(int64(n))
-		l.setHold(id(p.ns, p.name), hold{owner: owner, r: target, refN: n})
+		l.applyRef(n, p, owner, target)
 	case recDel:
 		if key := id(p.ns, p.name); l.delHold(key, owner) {
 			l.forget(owner, key)
 		}
 	case recList:
-		var lr ListRecord
-		if json.Unmarshal(p.body, &lr) != nil {
-			return
-		}
-		k := listKey{owner, listScope{p.ns, p.ls, p.fs}}
-		if old := l.lists[k]; old != nil {
-			l.addLive(-(int64(old.n + old.metaN)))
-		}
-		l.lists[k] = &listState{rec: lr, n: n}
-		l.addLive(int64(n))
+		l.applyList(n, p, owner)
 	case recListMeta:
-		ls := l.lists[listKey{owner, listScope{p.ns, p.ls, p.fs}}]
-		if ls == nil {
+		l.applyListMeta(n, p, owner)
+	case recDrop:
+		l.applyDrop(owner)
+	}
+}
+
+func (l *rlog) applyPut(off int64, n uint32, p payload, owner int32, r *rec) {
+	if r == nil {
+		hdr, err := p.openHeader()
+		if err != nil {
+			l.unopened = true // its object is lost: no list that held it is whole
 			return
 		}
-		ls.rec.ResourceVersion, ls.rec.Complete = p.rv, p.complete
-		l.addLive(int64(n) - int64(ls.metaN))
-		ls.metaN = n
-	case recDrop:
-		for k, sl := range l.objs {
-			if i := sl.find(owner); i >= 0 {
-				l.release(sl.holds[i])
-				sl.holds = append(sl.holds[:i], sl.holds[i+1:]...)
-				if len(sl.holds) == 0 {
-					delete(l.objs, k)
-				}
+		rv, local, ok := headerRV(hdr)
+		if !ok {
+			l.unopened = true
+			return
+		}
+		r = &rec{local: local, rv: rv, sum: crc32.Update(crc32.Checksum(p.header, crcTable), crcTable, p.body)}
+	}
+	r.off, r.n, r.at, r.refs = off, n, p.at, 1
+	l.addLive(int64(n))
+	if r.local {
+		l.s.owners.addLocal(owner, int64(n))
+	}
+	if l.byOff != nil {
+		l.byOff[off] = r
+	}
+	l.setHold(id(p.ns, p.name), hold{owner: owner, r: r})
+}
+
+func (l *rlog) applyRef(n uint32, p payload, owner int32, target *rec) {
+	if target == nil && l.byOff != nil {
+		target = l.byOff[p.target]
+	}
+	if target == nil {
+		return // its object was in a lost region (the lists are incomplete already)
+	}
+	target.refs++
+	l.addLive(int64(n))
+	l.setHold(id(p.ns, p.name), hold{owner: owner, r: target, refN: n})
+}
+
+func (l *rlog) applyList(n uint32, p payload, owner int32) {
+	var lr ListRecord
+	if json.Unmarshal(p.body, &lr) != nil {
+		return
+	}
+	k := listKey{owner, listScope{p.ns, p.ls, p.fs}}
+	if old := l.lists[k]; old != nil {
+		l.addLive(-(int64(old.n + old.metaN)))
+	}
+	l.lists[k] = &listState{rec: lr, n: n}
+	l.addLive(int64(n))
+}
+
+func (l *rlog) applyListMeta(n uint32, p payload, owner int32) {
+	ls := l.lists[listKey{owner, listScope{p.ns, p.ls, p.fs}}]
+	if ls == nil {
+		return
+	}
+	ls.rec.ResourceVersion, ls.rec.Complete = p.rv, p.complete
+	l.addLive(int64(n) - int64(ls.metaN))
+	ls.metaN = n
+}
+
+// applyDrop forgets everything an owner holds.
+func (l *rlog) applyDrop(owner int32) {
+	for k, sl := range l.objs {
+		if i := sl.find(owner); i >= 0 {
+			l.release(sl.holds[i])
+			sl.holds = append(sl.holds[:i], sl.holds[i+1:]...)
+			if len(sl.holds) == 0 {
+				delete(l.objs, k)
 			}
 		}
-		for k, ls := range l.lists {
-			if k.owner == owner {
-				l.addLive(-(int64(ls.n + ls.metaN)))
-				delete(l.lists, k)
-			}
+	}
+	for k, ls := range l.lists {
+		if k.owner == owner {
+			l.addLive(-(int64(ls.n + ls.metaN)))
+			delete(l.lists, k)
 		}
 	}
 }

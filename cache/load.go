@@ -10,19 +10,40 @@ import (
 // load reads every record, rebuilding the index. A torn tail is cut off (when writable); a bad
 // region followed by good records is skipped and kept in .quarantine.
 func (l *rlog) load() error {
-	f := l.seg.f
-	fi, err := f.Stat()
+	fi, err := l.seg.f.Stat()
 	if err != nil {
 		return err
 	}
 	size := fi.Size()
+	if started, err := l.readHeader(size); started || err != nil {
+		return err
+	}
+	l.byOff = map[int64]*rec{}
+	defer func() { l.byOff = nil }()
+	l.unopened = false
+	size, lost := l.scan(size, func(off int64, n uint32, p payload) { l.apply(off, n, p, nil) })
+	l.setEnd(size)
+	if lost || l.unopened { // objects were lost: no list read back is whole, whenever it was recorded
+		l.lose()
+	}
+	return nil
+}
+
+// readHeader reads the file header of a version 1 or 2 log. A new log, or one whose header a
+// crash tore before any record, is started instead (started: there is nothing to read).
+func (l *rlog) readHeader(size int64) (started bool, err error) {
+	f := l.seg.f
 	var head [logHeaderLen]byte
 	hn, _ := f.ReadAt(head[:], 0)
-	if hn >= len(logMagic)+1 && string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV1 {
+	magic := hn >= len(logMagic)+1 && string(head[:len(logMagic)]) == logMagic
+	switch {
+	case magic && head[len(logMagic)] == logV1:
 		l.seg.hdr = int64(len(logMagic) + 1) // a version 1 log: read as it is, rewritten by open
-	} else if hn == logHeaderLen && string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV2 {
+		return false, nil
+	case magic && hn == logHeaderLen && head[len(logMagic)] == logV2:
 		l.seg.hdr, l.seg.seed = logHeaderLen, saltSeed(head[len(logMagic)+1:])
-	} else if size < logHeaderLen && (hn < len(logMagic)+1 || string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV2) {
+		return false, nil
+	case size < logHeaderLen && (hn < len(logMagic)+1 || magic && head[len(logMagic)] == logV2):
 		// New, or its header torn by a crash before any record: start it.
 		h, seed := newLogHeader()
 		l.seg.hdr, l.seg.seed = logHeaderLen, seed
@@ -33,30 +54,28 @@ func (l *rlog) load() error {
 			}
 			if err != nil { // a full disk: the next write tries again
 				l.s.failed(err)
-				return fmt.Errorf("cache: start %s: %w", l.path(), err)
+				return true, fmt.Errorf("cache: start %s: %w", l.path(), err)
 			}
 			l.unsynced = true // a new log: it and its directory entry are synced with its first records
 			l.s.unsynced("", logDir)
 		}
 		l.setEnd(logHeaderLen)
-		return nil
-	} else {
-		return fmt.Errorf("%w: %s is not a nodehub log", ErrCorrupt, l.path())
+		return true, nil
 	}
-	l.byOff = map[int64]*rec{}
-	defer func() { l.byOff = nil }()
+	return false, fmt.Errorf("%w: %s is not a nodehub log", ErrCorrupt, l.path())
+}
+
+// scan calls apply with every whole record, from the file header to size, whose frame and
+// checksum hold and whose payload decodes. A bad region followed by a chain of valid records that
+// reaches the end of the file is skipped (lost), kept in .quarantine and counted; anything else
+// is a torn tail, cut off (when writable). It returns where the records end.
+func (l *rlog) scan(size int64, apply func(off int64, n uint32, p payload)) (end int64, lost bool) {
+	f := l.seg.f
 	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 64<<10)
 	_, _ = br.Discard(int(l.seg.hdr))
 	pos := l.seg.hdr
 	var fr [frameLen]byte
 	var buf []byte
-	lost := false
-	l.unopened = false
-	defer func() {
-		if lost || l.unopened { // objects were lost: no list read back is whole, whenever it was recorded
-			l.lose()
-		}
-	}()
 	for pos < size {
 		ok := false
 		if _, err := io.ReadFull(br, fr[:]); err == nil {
@@ -67,7 +86,7 @@ func (l *rlog) load() error {
 				buf = buf[:n]
 				if _, err := io.ReadFull(br, buf); err == nil && recordSum(l.seg.seed, buf) == be32(fr[8:]) {
 					if p, err := decodePayload(buf); err == nil {
-						l.apply(pos, frameLen+n, p, nil)
+						apply(pos, frameLen+n, p)
 						pos += frameLen + int64(n)
 						ok = true
 					}
@@ -90,8 +109,7 @@ func (l *rlog) load() error {
 					l.s.failed(err)
 				}
 			}
-			size = pos
-			break
+			return pos, lost
 		}
 		l.s.log.Warn("cache: skipped a corrupt region of a log; its lists are incomplete until listed again", "log", l.name, "at", pos, "bytes", next-pos)
 		l.s.quarantineBytes(l.name, f, pos, next)
@@ -100,8 +118,7 @@ func (l *rlog) load() error {
 		pos = next
 		br.Reset(io.NewSectionReader(f, pos, size-pos))
 	}
-	l.setEnd(size)
-	return nil
+	return size, lost
 }
 
 func be32(b []byte) uint32 {
