@@ -25,46 +25,29 @@ func (l *rlog) write(p []byte, target *rec) error {
 	return l.writeRaw(p, target)
 }
 
-// writeRaw appends one record: rb is frameLen bytes of room for the frame, then the payload.
+// writeRaw appends one record (rb: frameLen bytes of room for the frame, then the payload) and
+// applies it. A record that does not decode is not written; a failed write loses what it held.
 func (l *rlog) writeRaw(rb []byte, target *rec) error {
 	dec, err := decodePayload(rb[frameLen:])
 	if err != nil {
 		return fmt.Errorf("cache: encode %s: %w", l.name, err)
 	}
-	fillFrame(rb, l.seg.seed)
-	if l.s.hook != nil {
-		err = l.s.hook(l.name)
-	}
-	if err == nil {
-		_, err = l.seg.f.WriteAt(rb, l.end)
-	}
+	off, err := l.appendRecord(rb)
 	if err != nil {
-		_ = l.seg.f.Truncate(l.end) // a short write leaves no torn record behind valid ones
 		l.lose()
-		l.s.failed(err)
-		return fmt.Errorf("cache: write %s: %w", l.name, err)
+		return err
 	}
-	off := l.end
-	l.setEnd(l.end + int64(len(rb)))
-	l.unsynced = true
-	l.s.markDirty()
-	l.s.written.Add(int64(len(rb)))
-	l.s.records.Add(1)
 	l.apply(off, uint32(len(rb)), dec, target)
 	return nil
 }
 
 // readRec reads and checks the put record at off from a segment.
 func readRec(sg *segment, off int64, n uint32) (payload, error) {
-	buf := make([]byte, n)
-	if _, err := sg.f.ReadAt(buf, off); err != nil {
-		return payload{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	b, err := sg.read(off, n)
+	if err != nil {
+		return payload{}, err
 	}
-	pn, ok := checkFrame(buf)
-	if !ok || pn != n-frameLen || recordSum(sg.seed, buf[frameLen:]) != be32(buf[8:]) {
-		return payload{}, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
-	}
-	p, err := decodePayload(buf[frameLen:])
+	p, err := decodePayload(b)
 	if err != nil || p.typ != recPut {
 		return payload{}, fmt.Errorf("%w: not an object record", ErrCorrupt)
 	}

@@ -1,10 +1,7 @@
 package cache
 
 import (
-	"bufio"
 	"encoding/json"
-	"fmt"
-	"os"
 )
 
 // compactDue says whether the dead bytes passed their bound: three times the live bytes and 1 MiB
@@ -33,9 +30,6 @@ func (l *rlog) compact() error {
 	l.reindex(&c)
 	return nil
 }
-
-// emitFunc appends one record (its payload) to a log being rewritten and returns where it went.
-type emitFunc func(payload []byte) (off int64, n uint32, err error)
 
 // moved is where compaction wrote a put record (off -1: it could not be read, and is gone).
 type moved struct {
@@ -140,59 +134,4 @@ func (l *rlog) reindex(c *liveCopy) {
 	if c.lost {
 		l.lose()
 	}
-}
-
-// rewrite replaces the log's file by one holding what fill emits, under a new salt: a temporary
-// file, fsynced, renamed over the old one, the directory fsynced, so a crash leaves the old file
-// or the new one. Then reads and appends go to the new file (readers of the old one keep it open
-// until they are done). Callers hold l.mu.
-func (l *rlog) rewrite(fill func(emitFunc) error) error {
-	tmp := l.path() + ".compact"
-	f, err := l.s.root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		l.s.failed(err)
-		return fmt.Errorf("cache: compact %s: %w", l.name, err)
-	}
-	fail := func(err error) error {
-		f.Close()
-		_ = l.s.root.Remove(tmp)
-		l.s.failed(err)
-		return fmt.Errorf("cache: compact %s: %w", l.name, err)
-	}
-	w := bufio.NewWriterSize(f, 64<<10)
-	hdr, seed := newLogHeader() // a new salt for the new file
-	pos := int64(len(hdr))
-	_, _ = w.Write(hdr)
-	emit := func(p []byte) (int64, uint32, error) {
-		rb := frame(p, seed)
-		at := pos
-		if _, err := w.Write(rb); err != nil {
-			return 0, 0, err
-		}
-		pos += int64(len(rb))
-		return at, uint32(len(rb)), nil
-	}
-	if err := fill(emit); err != nil {
-		return fail(err)
-	}
-	if err := w.Flush(); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := l.s.root.Rename(tmp, l.path()); err != nil {
-		return fail(err)
-	}
-	l.s.syncDir(logDir)
-	old := l.seg
-	l.seg = &segment{f: f, seed: seed, hdr: int64(len(hdr))}
-	l.seg.refs.Store(1)
-	old.release()
-	written := pos - int64(len(hdr))
-	l.setEnd(pos)
-	l.s.compactions.Add(1)
-	l.s.compacted.Add(written)
-	l.s.log.Debug("cache: compacted a log", "log", l.name, "bytes", written)
-	return nil
 }

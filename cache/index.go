@@ -233,10 +233,4 @@ func (l *rlog) addLive(n int64) {
 	l.s.liveBytes.Add(n)
 }
 
-// setEnd moves the end of the log and the store's file bytes.
-func (l *rlog) setEnd(end int64) {
-	l.s.fileBytes.Add(end - l.end)
-	l.end = end
-}
-
 func (l *rlog) dead() int64 { return l.end - l.seg.hdr - l.live }

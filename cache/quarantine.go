@@ -22,8 +22,8 @@ const (
 )
 
 // quarantineBytes keeps a corrupt region of a log (up to 1 MiB of it) for a look.
-func (s *Store) quarantineBytes(name string, f *os.File, from, to int64) {
-	if s.readOnly.Load() {
+func (d *disk) quarantineBytes(name string, f *os.File, from, to int64) {
+	if d.readOnly.Load() {
 		return
 	}
 	n := min(to-from, 1<<20)
@@ -31,34 +31,34 @@ func (s *Store) quarantineBytes(name string, f *os.File, from, to int64) {
 	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
 		return
 	}
-	if err := s.root.MkdirAll(quarantineDir, 0o700); err != nil {
+	if err := d.root.MkdirAll(quarantineDir, 0o700); err != nil {
 		return
 	}
 	dst := filepath.Join(quarantineDir, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+name+"@"+strconv.FormatInt(from, 10))
-	_ = s.root.WriteFile(dst, buf, 0o600)
-	s.trimQuarantine()
+	_ = d.root.WriteFile(dst, buf, 0o600)
+	d.trimQuarantine()
 }
 
 // quarantineFile moves a whole file aside (a file that is not a log).
-func (s *Store) quarantineFile(rel string) {
-	if s.readOnly.Load() {
+func (d *disk) quarantineFile(rel string) {
+	if d.readOnly.Load() {
 		return
 	}
-	if err := s.root.MkdirAll(quarantineDir, 0o700); err != nil {
+	if err := d.root.MkdirAll(quarantineDir, 0o700); err != nil {
 		return
 	}
 	dst := filepath.Join(quarantineDir, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strings.ReplaceAll(filepath.ToSlash(rel), "/", "_"))
-	if err := s.root.Rename(rel, dst); err != nil {
-		_ = s.root.Remove(rel)
+	if err := d.root.Rename(rel, dst); err != nil {
+		_ = d.root.Remove(rel)
 	}
-	s.trimQuarantine()
+	d.trimQuarantine()
 }
 
-func (s *Store) trimQuarantine() {
-	entries, err := fs.ReadDir(s.root.FS(), quarantineDir)
+func (d *disk) trimQuarantine() {
+	entries, err := fs.ReadDir(d.root.FS(), quarantineDir)
 	if err == nil && len(entries) > maxQuarantine {
 		for _, e := range entries[:len(entries)-maxQuarantine] {
-			_ = s.root.Remove(filepath.Join(quarantineDir, e.Name()))
+			_ = d.root.Remove(filepath.Join(quarantineDir, e.Name()))
 		}
 	}
 }

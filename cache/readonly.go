@@ -15,33 +15,33 @@ func isReadOnlyErr(err error) bool {
 
 // ReadOnly reports whether the cache cannot be written (its file system is read-only, or turned
 // so), and why. The cache still answers from what it holds.
-func (s *Store) ReadOnly() (bool, string) {
-	if !s.readOnly.Load() {
+func (d *disk) ReadOnly() (bool, string) {
+	if !d.readOnly.Load() {
 		return false, ""
 	}
-	if p := s.roErr.Load(); p != nil {
+	if p := d.roErr.Load(); p != nil {
 		return true, *p
 	}
 	return true, "read-only"
 }
 
-func (s *Store) setReadOnly(err error) {
+func (d *disk) setReadOnly(err error) {
 	msg := err.Error()
-	s.roErr.Store(&msg)
-	if !s.readOnly.Swap(true) {
-		s.log.Warn("cache: the cache directory cannot be written; answering from what it holds, writing nothing", "dir", s.path, "err", err)
+	d.roErr.Store(&msg)
+	if !d.readOnly.Swap(true) {
+		d.log.Warn("cache: the cache directory cannot be written; answering from what it holds, writing nothing", "dir", d.path, "err", err)
 	}
 }
 
 // failed notes a failed write: a file system that turned read-only stops all writes.
-func (s *Store) failed(err error) {
+func (d *disk) failed(err error) {
 	if errors.Is(err, unix.EROFS) {
-		s.setReadOnly(err)
+		d.setReadOnly(err)
 	}
 }
 
-func (s *Store) writable() error {
-	if s.readOnly.Load() {
+func (d *disk) writable() error {
+	if d.readOnly.Load() {
 		return ErrReadOnly
 	}
 	return nil

@@ -1,22 +1,17 @@
 package cache
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
-	"sync/atomic"
 )
 
-// rlog is one resource's log (every owner's objects of one resource.version.group) and its index:
-// where the record of each object each owner holds is, never the objects themselves.
+// rlog is one resource's log (every owner's objects of one resource.version.group): the log file
+// (logFile, the engine) and the index, where the record of each object each owner holds is, never
+// the objects themselves. Its mu serialises the file's appends and rewrites and guards the index.
 type rlog struct {
-	s    *Store
-	name string // resource.version.group
+	logFile
+	s *Store
 
 	mu    sync.RWMutex
-	seg   *segment
-	end   int64 // where the next record goes
 	live  int64 // bytes of records still needed (the rest is dead, reclaimed by compaction)
 	objs  map[string]*slot
 	lists map[listKey]*listState
@@ -25,49 +20,19 @@ type rlog struct {
 	metaDue bool
 	// unopened: while loading, a put record whose object could not be opened was not applied.
 	unopened bool
-	// unsynced: records were appended since the last Sync.
-	unsynced bool
 	buf      []byte
 	byOff    map[int64]*rec // while loading: put records by offset, for ref records
 }
 
-// segment is an open log file; readers hold a reference so compaction can swap files under them.
-type segment struct {
-	f    *os.File
-	refs atomic.Int32
-	seed uint32 // the checksum's seed from the file's salt (0: a version 1 log, unsalted)
-	hdr  int64  // the file header's length
-}
-
-func (sg *segment) acquire() *segment { sg.refs.Add(1); return sg }
-func (sg *segment) release() {
-	if sg.refs.Add(-1) == 0 {
-		sg.f.Close()
-	}
-}
-
-func (l *rlog) path() string { return filepath.Join(logDir, l.name+logSuffix) }
-
 func newRlog(s *Store, name string) *rlog {
-	return &rlog{s: s, name: name, objs: map[string]*slot{}, lists: map[listKey]*listState{}}
+	return &rlog{logFile: logFile{d: &s.disk, name: name}, s: s, objs: map[string]*slot{}, lists: map[listKey]*listState{}}
 }
 
 // open opens (creating it when writable) and loads the log file.
 func (l *rlog) open() error {
-	flag := os.O_RDWR | os.O_CREATE
-	if l.s.readOnly.Load() {
-		flag = os.O_RDONLY
+	if err := l.openFile(); err != nil {
+		return err
 	}
-	f, err := l.s.root.OpenFile(l.path(), flag, 0o600)
-	if err != nil && flag != os.O_RDONLY && isReadOnlyErr(err) {
-		l.s.setReadOnly(err)
-		f, err = l.s.root.OpenFile(l.path(), os.O_RDONLY, 0)
-	}
-	if err != nil {
-		return fmt.Errorf("cache: open %s: %w", l.path(), err)
-	}
-	l.seg = &segment{f: f}
-	l.seg.refs.Store(1)
 	if err := l.load(); err != nil {
 		return err
 	}
@@ -81,4 +46,33 @@ func (l *rlog) room() []byte {
 		l.buf = make([]byte, frameLen, 4096)
 	}
 	return l.buf[:frameLen]
+}
+
+// load reads every record, rebuilding the index. A torn tail is cut off (when writable); a bad
+// region followed by good records is skipped and kept in .quarantine.
+func (l *rlog) load() error {
+	fi, err := l.seg.f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	if started, err := l.readHeader(size); started || err != nil {
+		return err
+	}
+	l.byOff = map[int64]*rec{}
+	defer func() { l.byOff = nil }()
+	l.unopened = false
+	size, lost := l.scan(size, func(off int64, n uint32, b []byte) bool {
+		p, err := decodePayload(b)
+		if err != nil {
+			return false // taken as corruption: a checksum that holds over what is no record
+		}
+		l.apply(off, n, p, nil)
+		return true
+	})
+	l.setEnd(size)
+	if lost || l.unopened { // objects were lost: no list read back is whole, whenever it was recorded
+		l.lose()
+	}
+	return nil
 }

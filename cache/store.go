@@ -44,7 +44,7 @@
 // and of each directory whose entries changed), not one fsync per object, because flash wears with
 // every flush. A kill -9 loses nothing written (the page cache keeps it); a power cut loses at most the
 // writes of the last interval. Every record carries a CRC-32C keyed by the log's random salt (no
-// object's bytes can hold a record that passes it, record.go): at start a log is read record by
+// object's bytes can hold a record that passes it, frame.go): at start a log is read record by
 // record, and a record that fails its frame or checksum is never applied. At the tail it is a write
 // the crash cut short, and the log is cut there, so what remains is a prefix of what was written: a
 // consistent, older state, with the lists as they were then. A bad region followed by good records
@@ -90,30 +90,22 @@ const (
 )
 
 // Store is the cache under one directory. Safe for concurrent use.
+//
+// It is two layers: the disk (the directory, its files and what was written to them: disk.go) with
+// the log engine on it (logFile: records, frames, checksums, compaction's rewrite, the torn tail and
+// the quarantine), and the cache's meaning above them: each resource's index of who holds which
+// object and list (rlog), the owners, the quotas and what a read or a write means.
 type Store struct {
-	root *os.Root
-	path string
+	disk
 	lock *os.File
-	log  *slog.Logger
 
 	mu   sync.Mutex // logs
 	logs map[string]*rlog
 
-	owners ownerTable
-
+	owners    ownerTable
 	liveBytes atomic.Int64 // live records of every log
-	fileBytes atomic.Int64 // every log's file
+	maxBytes  atomic.Int64
 
-	readOnly atomic.Bool
-	roErr    atomic.Pointer[string]
-	maxBytes atomic.Int64
-
-	pending  // what the next Sync makes durable (sync.go)
-	counters // what Stats reports (stats.go)
-	tmpSeq   atomic.Uint64
-
-	// hook, when set (tests), runs before every record is appended; an error fails the write.
-	hook func(rel string) error
 	// clock, when set (tests), stamps records instead of time.Now.
 	clock func() time.Time
 }
@@ -143,7 +135,7 @@ func open(dir string, log *slog.Logger, view bool) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{path: dir, log: log, logs: map[string]*rlog{}, pending: pending{dirtied: make(chan struct{}, 1)}}
+	s := &Store{disk: disk{path: dir, log: log, pending: pending{dirtied: make(chan struct{}, 1)}}, logs: map[string]*rlog{}}
 	if view {
 		s.readOnly.Store(true)
 	}

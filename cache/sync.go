@@ -89,10 +89,10 @@ func (s *Store) Sync() error {
 }
 
 // markDirty notes that something was written and wakes RunSync if nothing was waiting before.
-func (s *Store) markDirty() {
-	if !s.dirty.Swap(true) {
+func (d *disk) markDirty() {
+	if !d.dirty.Swap(true) {
 		select {
-		case s.dirtied <- struct{}{}:
+		case d.dirtied <- struct{}{}:
 		default:
 		}
 	}
@@ -100,28 +100,28 @@ func (s *Store) markDirty() {
 
 // unsynced notes a small file (written and renamed into place) or a directory (a file created or
 // renamed in it) for the next Sync.
-func (s *Store) unsynced(file, dir string) {
-	s.smu.Lock()
-	defer s.smu.Unlock()
+func (d *disk) unsynced(file, dir string) {
+	d.smu.Lock()
+	defer d.smu.Unlock()
 	if file != "" {
-		if s.unsyncedFiles == nil {
-			s.unsyncedFiles = map[string]bool{}
+		if d.unsyncedFiles == nil {
+			d.unsyncedFiles = map[string]bool{}
 		}
-		s.unsyncedFiles[file] = true
+		d.unsyncedFiles[file] = true
 	}
 	if dir != "" {
-		if s.unsyncedDirs == nil {
-			s.unsyncedDirs = map[string]bool{}
+		if d.unsyncedDirs == nil {
+			d.unsyncedDirs = map[string]bool{}
 		}
-		s.unsyncedDirs[dir] = true
+		d.unsyncedDirs[dir] = true
 	}
 }
 
 // syncDir makes a rename in a directory durable.
-func (s *Store) syncDir(rel string) {
-	if d, err := s.root.Open(rel); err == nil {
-		_ = d.Sync()
-		d.Close()
+func (d *disk) syncDir(rel string) {
+	if dir, err := d.root.Open(rel); err == nil {
+		_ = dir.Sync()
+		dir.Close()
 	}
 }
 

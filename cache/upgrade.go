@@ -1,6 +1,6 @@
 package cache
 
-// upgrade rewrites a version 1 log (record checksums without the file's salt, record.go) as
+// upgrade rewrites a version 1 log (record checksums without the file's salt, frame.go) as
 // version 2, once, when it is opened: compaction writes the new file with a salt of its own and
 // renames it over the old one, so a crash leaves one or the other. A read-only cache, or one
 // whose rewrite fails (a full disk), goes on reading and appending to the version 1 log, and tries

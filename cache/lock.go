@@ -39,25 +39,3 @@ func (s *Store) takeLock(dir string) error {
 	s.lock = lock
 	return nil
 }
-
-// removeTemps deletes the temporary files a crash left (discovery writes, a compaction's file).
-func (s *Store) removeTemps() {
-	n := 0
-	_ = fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() && d.Name() == quarantineDir {
-			return fs.SkipDir
-		}
-		if !d.IsDir() && (strings.HasPrefix(d.Name(), tmpPrefix) || strings.HasSuffix(d.Name(), ".compact")) {
-			if s.root.Remove(p) == nil {
-				n++
-			}
-		}
-		return nil
-	})
-	if n > 0 {
-		s.log.Info("cache: removed temporary files left by a crash", "count", n)
-	}
-}

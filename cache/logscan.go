@@ -7,31 +7,9 @@ import (
 	"io"
 )
 
-// load reads every record, rebuilding the index. A torn tail is cut off (when writable); a bad
-// region followed by good records is skipped and kept in .quarantine.
-func (l *rlog) load() error {
-	fi, err := l.seg.f.Stat()
-	if err != nil {
-		return err
-	}
-	size := fi.Size()
-	if started, err := l.readHeader(size); started || err != nil {
-		return err
-	}
-	l.byOff = map[int64]*rec{}
-	defer func() { l.byOff = nil }()
-	l.unopened = false
-	size, lost := l.scan(size, func(off int64, n uint32, p payload) { l.apply(off, n, p, nil) })
-	l.setEnd(size)
-	if lost || l.unopened { // objects were lost: no list read back is whole, whenever it was recorded
-		l.lose()
-	}
-	return nil
-}
-
 // readHeader reads the file header of a version 1 or 2 log. A new log, or one whose header a
 // crash tore before any record, is started instead (started: there is nothing to read).
-func (l *rlog) readHeader(size int64) (started bool, err error) {
+func (l *logFile) readHeader(size int64) (started bool, err error) {
 	f := l.seg.f
 	var head [logHeaderLen]byte
 	hn, _ := f.ReadAt(head[:], 0)
@@ -47,17 +25,17 @@ func (l *rlog) readHeader(size int64) (started bool, err error) {
 		// New, or its header torn by a crash before any record: start it.
 		h, seed := newLogHeader()
 		l.seg.hdr, l.seg.seed = logHeaderLen, seed
-		if !l.s.readOnly.Load() {
+		if !l.d.readOnly.Load() {
 			err := f.Truncate(0)
 			if err == nil {
 				_, err = f.WriteAt(h, 0)
 			}
 			if err != nil { // a full disk: the next write tries again
-				l.s.failed(err)
+				l.d.failed(err)
 				return true, fmt.Errorf("cache: start %s: %w", l.path(), err)
 			}
 			l.unsynced = true // a new log: it and its directory entry are synced with its first records
-			l.s.unsynced("", logDir)
+			l.d.unsynced("", logDir)
 		}
 		l.setEnd(logHeaderLen)
 		return true, nil
@@ -65,11 +43,12 @@ func (l *rlog) readHeader(size int64) (started bool, err error) {
 	return false, fmt.Errorf("%w: %s is not a nodehub log", ErrCorrupt, l.path())
 }
 
-// scan calls apply with every whole record, from the file header to size, whose frame and
-// checksum hold and whose payload decodes. A bad region followed by a chain of valid records that
-// reaches the end of the file is skipped (lost), kept in .quarantine and counted; anything else
-// is a torn tail, cut off (when writable). It returns where the records end.
-func (l *rlog) scan(size int64, apply func(off int64, n uint32, p payload)) (end int64, lost bool) {
+// scan calls apply with the payload of every whole record, from the file header to size, whose
+// frame and checksum hold, while apply takes it (a payload apply refuses is corruption). A bad
+// region followed by a chain of valid records that reaches the end of the file is skipped (lost),
+// kept in .quarantine and counted; anything else is a torn tail, cut off (when writable). It
+// returns where the records end.
+func (l *logFile) scan(size int64, apply func(off int64, n uint32, payload []byte) bool) (end int64, lost bool) {
 	f := l.seg.f
 	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 64<<10)
 	_, _ = br.Discard(int(l.seg.hdr))
@@ -85,8 +64,7 @@ func (l *rlog) scan(size int64, apply func(off int64, n uint32, p payload)) (end
 				}
 				buf = buf[:n]
 				if _, err := io.ReadFull(br, buf); err == nil && recordSum(l.seg.seed, buf) == be32(fr[8:]) {
-					if p, err := decodePayload(buf); err == nil {
-						apply(pos, frameLen+n, p)
+					if apply(pos, frameLen+n, buf) {
 						pos += frameLen + int64(n)
 						ok = true
 					}
@@ -98,22 +76,22 @@ func (l *rlog) scan(size int64, apply func(off int64, n uint32, p payload)) (end
 		}
 		next, taken := l.resync(pos+1, size)
 		if next < 0 { // a torn tail: the writes of the last interval a crash cut short
-			l.s.log.Info("cache: cut a torn tail off a log", "log", l.name, "at", pos, "bytes", size-pos)
+			l.d.log.Info("cache: cut a torn tail off a log", "log", l.name, "at", pos, "bytes", size-pos)
 			if taken {
 				// Valid records in what is cut that do not chain to the end: kept for a look. What
 				// remains is a prefix of what was written, a consistent older state.
-				l.s.quarantineBytes(l.name, f, pos, size)
+				l.d.quarantineBytes(l.name, f, pos, size)
 			}
-			if !l.s.readOnly.Load() {
+			if !l.d.readOnly.Load() {
 				if err := f.Truncate(pos); err != nil {
-					l.s.failed(err)
+					l.d.failed(err)
 				}
 			}
 			return pos, lost
 		}
-		l.s.log.Warn("cache: skipped a corrupt region of a log; its lists are incomplete until listed again", "log", l.name, "at", pos, "bytes", next-pos)
-		l.s.quarantineBytes(l.name, f, pos, next)
-		l.s.corrupt.Add(1)
+		l.d.log.Warn("cache: skipped a corrupt region of a log; its lists are incomplete until listed again", "log", l.name, "at", pos, "bytes", next-pos)
+		l.d.quarantineBytes(l.name, f, pos, next)
+		l.d.corrupt.Add(1)
 		lost = true
 		pos = next
 		br.Reset(io.NewSectionReader(f, pos, size-pos))
@@ -129,7 +107,7 @@ func be32(b []byte) uint32 {
 // that reaches the end of the file, or -1; skipped is set when valid records were passed over
 // because their chain broke before the end. A record found in the middle of a bad region (an
 // object's bytes may hold a frame) is taken only when all that follows it is records.
-func (l *rlog) resync(from, size int64) (at int64, skipped bool) {
+func (l *logFile) resync(from, size int64) (at int64, skipped bool) {
 	f := l.seg.f
 	chunk := make([]byte, 64<<10)
 	for off := from; off < size; {
@@ -168,7 +146,7 @@ func (l *rlog) resync(from, size int64) (at int64, skipped bool) {
 }
 
 // chainEnd follows valid records from at and returns where the chain ends (at: none valid).
-func (l *rlog) chainEnd(at, size int64) int64 {
+func (l *logFile) chainEnd(at, size int64) int64 {
 	for at < size {
 		n, ok := l.validAt(at, size)
 		if !ok {
@@ -180,7 +158,7 @@ func (l *rlog) chainEnd(at, size int64) int64 {
 }
 
 // validAt reports whether a whole record with a good checksum starts at at, and its length.
-func (l *rlog) validAt(at, size int64) (uint32, bool) {
+func (l *logFile) validAt(at, size int64) (uint32, bool) {
 	var fr [frameLen]byte
 	if _, err := l.seg.f.ReadAt(fr[:], at); err != nil {
 		return 0, false
