@@ -21,7 +21,6 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 		return fmt.Errorf("cache: put %s: %w", k.Path(), err)
 	}
 	owner := s.owners.id(k.Owner)
-	key := k.ID()
 	sc := getScratch()
 	defer putScratch(sc)
 	sc.plain = h.appendTo(sc.plain[:0])
@@ -36,31 +35,35 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	hfield, flags, stored := storedForm(sc, sc.plain, body)
 	sum := crc32.Update(crc32.Checksum(hfield, crcTable), crcTable, stored)
 	l.mu.Lock()
-	defer func() {
-		if err == nil && l.compactDue() {
-			if cerr := l.compact(); cerr != nil {
-				s.log.Warn("cache: compaction failed", "log", l.name, "err", cerr)
-			}
+	defer l.mu.Unlock()
+	err = l.put(owner, k, h, sum, hfield, flags, stored)
+	if err == nil && l.compactDue() {
+		if cerr := l.compact(); cerr != nil {
+			s.log.Warn("cache: compaction failed", "log", l.name, "err", cerr)
 		}
-		l.mu.Unlock()
-	}()
+	}
+	return err
+}
+
+// put appends an owner's record of an object in its stored form (hfield, flags, stored; sum their
+// checksum): a ref when another owner holds the same bytes of the same version, else the put, an
+// offline change within its quota. Callers hold l.mu.
+func (l *rlog) put(owner int32, k Key, h *Header, sum uint32, hfield []byte, flags byte, stored []byte) error {
+	key := k.ID()
 	if !h.Local {
 		if r := l.shared(key, h.ResourceVersion, sum, hfield, stored); r != nil {
 			if l.get(owner, key) == r {
 				return nil // already held
 			}
 			l.buf = refPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, r.off)
-			if err = l.write(l.buf, r); err != nil {
-				return err
-			}
-			return nil
+			return l.write(l.buf, r)
 		}
-	} else if err = l.makeRoom(owner, k, int64(len(hfield)+len(stored)+frameLen+64)); err != nil {
+	} else if err := l.makeRoom(owner, k, int64(len(hfield)+len(stored)+frameLen+64)); err != nil {
 		return err
 	}
 	l.buf = putPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, hfield, flags, stored)
 	// The index learns the record's version and checksum from here, not by decoding it again.
-	err = l.write(l.buf, &rec{rv: h.ResourceVersion, local: h.Local, sum: sum})
+	err := l.write(l.buf, &rec{rv: h.ResourceVersion, local: h.Local, sum: sum})
 	if cap(l.buf) > 64<<10 {
 		l.buf = nil // a large object's buffer goes
 	}

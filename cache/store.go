@@ -62,8 +62,6 @@ package cache
 
 import (
 	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -139,33 +137,14 @@ func open(dir string, log *slog.Logger, view bool) (*Store, error) {
 	if view {
 		s.readOnly.Store(true)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		if !isReadOnlyErr(err) {
-			return nil, fmt.Errorf("cache: %w", err)
-		}
-		s.setReadOnly(err)
+	if err := s.openDir(dir, view); err != nil {
+		return nil, err
 	}
-	if !view {
-		if err := s.takeLock(dir); err != nil {
-			return nil, err
-		}
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		if s.lock != nil {
-			s.lock.Close()
-		}
-		if errors.Is(err, fs.ErrNotExist) && s.readOnly.Load() {
-			return s, nil // a read-only file system without the directory: an empty cache that stays empty
-		}
-		return nil, fmt.Errorf("cache: %w", err)
-	}
-	s.root = root
-	if view {
-		return s, nil
+	if view || s.root == nil {
+		return s, nil // a view reads its logs itself; a read-only file system without the directory: an empty cache that stays empty
 	}
 	if !s.readOnly.Load() {
-		if err := root.MkdirAll(logDir, 0o700); err != nil {
+		if err := s.root.MkdirAll(logDir, 0o700); err != nil {
 			if isReadOnlyErr(err) {
 				s.setReadOnly(err)
 			} else {
