@@ -48,22 +48,11 @@ func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
 	if !over() {
 		return nil
 	}
-	type cand struct {
-		key string
-		r   *rec
-	}
-	var cands []cand
-	for key, sl := range l.objs {
-		if i := sl.find(owner); i >= 0 && sl.holds[i].r.local && key != k.ID() {
-			cands = append(cands, cand{key, sl.holds[i].r})
-		}
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].r.off < cands[j].r.off })
-	for _, c := range cands {
+	for _, key := range l.localChanges(owner, k.ID()) {
 		if !over() {
 			break
 		}
-		ns, name := splitID(c.key)
+		ns, name := splitID(key)
 		l.buf = delPayload(l.room(), k.Owner, l.s.now(), ns, name)
 		if err := l.write(l.buf, nil); err != nil {
 			return err
@@ -73,4 +62,25 @@ func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
 		return fmt.Errorf("cache: offline change of %s: %w", k.Path(), ErrFull)
 	}
 	return nil
+}
+
+// localChanges lists the keys of an owner's offline changes of the resource but except, oldest
+// (first written) first.
+func (l *rlog) localChanges(owner int32, except string) []string {
+	type cand struct {
+		key string
+		off int64
+	}
+	var cands []cand
+	for key, sl := range l.objs {
+		if i := sl.find(owner); i >= 0 && sl.holds[i].r.local && key != except {
+			cands = append(cands, cand{key, sl.holds[i].r.off})
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].off < cands[j].off })
+	keys := make([]string, len(cands))
+	for i, c := range cands {
+		keys[i] = c.key
+	}
+	return keys
 }
