@@ -233,4 +233,4 @@ func (l *rlog) addLive(n int64) {
 	l.s.liveBytes.Add(n)
 }
 
-func (l *rlog) dead() int64 { return l.end - l.seg.hdr - l.live }
+func (l *rlog) dead() int64 { return l.recordBytes() - l.live }

@@ -56,6 +56,29 @@ func (l *logFile) openFile() error {
 	return nil
 }
 
+// fileSize is the size of the file as it is now.
+func (l *logFile) fileSize() (int64, error) {
+	fi, err := l.seg.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// recordBytes is what the records take: the file but its header.
+func (l *logFile) recordBytes() int64 { return l.end - l.seg.hdr }
+
+// salted says whether the file is a version 2 log, its checksums keyed by its salt.
+func (l *logFile) salted() bool { return l.seg.seed != 0 }
+
+// close lets the file go once its readers are done.
+func (l *logFile) close() {
+	if l.seg != nil {
+		l.seg.release()
+		l.seg = nil
+	}
+}
+
 func (l *logFile) path() string { return filepath.Join(logDir, l.name+logSuffix) }
 
 // appendRecord writes one record at the end: rb is frameLen bytes of room for the frame, then the

@@ -69,9 +69,7 @@ func (s *Store) loadLogs() error {
 		}
 		l := newRlog(s, name)
 		if err := l.open(); err != nil {
-			if l.seg != nil {
-				l.seg.release()
-			}
+			l.close()
 			if errors.Is(err, ErrCorrupt) { // not even a log header: set aside, start anew
 				s.log.Warn("cache: set aside a log that is not one", "log", name, "err", err)
 				s.quarantineFile(filepath.Join(logDir, e.Name()))
@@ -103,9 +101,7 @@ func (s *Store) logFor(r Resource, create bool) (*rlog, error) {
 	}
 	l := newRlog(s, name)
 	if err := l.open(); err != nil {
-		if l.seg != nil {
-			l.seg.release()
-		}
+		l.close()
 		s.failed(err)
 		return nil, err
 	}

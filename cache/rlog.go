@@ -51,11 +51,10 @@ func (l *rlog) room() []byte {
 // load reads every record, rebuilding the index. A torn tail is cut off (when writable); a bad
 // region followed by good records is skipped and kept in .quarantine.
 func (l *rlog) load() error {
-	fi, err := l.seg.f.Stat()
+	size, err := l.fileSize()
 	if err != nil {
 		return err
 	}
-	size := fi.Size()
 	if started, err := l.readHeader(size); started || err != nil {
 		return err
 	}

@@ -182,10 +182,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	for _, l := range s.logs {
 		l.mu.Lock()
-		if l.seg != nil {
-			l.seg.release()
-			l.seg = nil
-		}
+		l.close()
 		l.mu.Unlock()
 	}
 	s.logs = map[string]*rlog{}

@@ -13,7 +13,7 @@ import (
 )
 
 // pending is what the next Sync makes durable: the logs appended to note it themselves
-// (rlog.unsynced); the small files written and the directories whose entries changed are noted here.
+// (logFile.unsynced); the small files written and the directories whose entries changed are noted here.
 type pending struct {
 	dirty   atomic.Bool
 	dirtied chan struct{} // RunSync's wake-up: something was written since the last sync

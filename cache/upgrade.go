@@ -6,7 +6,7 @@ package cache
 // whose rewrite fails (a full disk), goes on reading and appending to the version 1 log, and tries
 // again at the next start.
 func (l *rlog) upgrade() {
-	if l.seg.seed != 0 || l.s.readOnly.Load() {
+	if l.salted() || l.s.readOnly.Load() {
 		return
 	}
 	if err := l.compact(); err != nil {
