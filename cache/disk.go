@@ -22,7 +22,6 @@ type disk struct {
 	fileBytes atomic.Int64 // every log's file
 	pending                // what the next Sync makes durable (sync.go)
 	counters               // what Stats reports (stats.go)
-	tmpSeq    atomic.Uint64
 
 	// hook, when set (tests), runs before every record is appended; an error fails the write.
 	hook func(rel string) error

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -114,7 +115,7 @@ func (sg *segment) read(off int64, n uint32) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	pn, ok := checkFrame(buf)
-	if !ok || pn != n-frameLen || recordSum(sg.seed, buf[frameLen:]) != be32(buf[8:]) {
+	if !ok || pn != n-frameLen || recordSum(sg.seed, buf[frameLen:]) != binary.BigEndian.Uint32(buf[8:]) {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	return buf[frameLen:], nil

@@ -19,30 +19,15 @@ func logName(r Resource) string {
 
 // parseLogName reverses logName.
 func parseLogName(s string) (resource, version, group string, ok bool) {
-	var parts [3]string
-	i := 0
-	for j := 0; j < 2; j++ {
-		k := indexByte(s[i:], '.')
-		if k < 0 {
-			return "", "", "", false
-		}
-		parts[j] = s[i : i+k]
-		i += k + 1
+	resource, rest, ok1 := strings.Cut(s, ".")
+	version, group, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 {
+		return "", "", "", false
 	}
-	parts[2] = s[i:]
-	if parts[2] == "core" {
-		parts[2] = ""
+	if group == "core" {
+		group = ""
 	}
-	return parts[0], parts[1], parts[2], parts[0] != "" && parts[1] != ""
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
+	return resource, version, group, resource != "" && version != ""
 }
 
 // loadLogs reads every log below .logs (at Open, before the store is shared).

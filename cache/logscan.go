@@ -3,6 +3,7 @@ package cache
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 )
@@ -35,7 +36,7 @@ func (l *logFile) readHeader(size int64) (started bool, err error) {
 				return true, fmt.Errorf("cache: start %s: %w", l.path(), err)
 			}
 			l.unsynced = true // a new log: it and its directory entry are synced with its first records
-			l.d.unsynced("", logDir)
+			l.d.unsyncedDir(logDir)
 		}
 		l.setEnd(logHeaderLen)
 		return true, nil
@@ -63,7 +64,7 @@ func (l *logFile) scan(size int64, apply func(off int64, n uint32, payload []byt
 					buf = make([]byte, n)
 				}
 				buf = buf[:n]
-				if _, err := io.ReadFull(br, buf); err == nil && recordSum(l.seg.seed, buf) == be32(fr[8:]) {
+				if _, err := io.ReadFull(br, buf); err == nil && recordSum(l.seg.seed, buf) == binary.BigEndian.Uint32(fr[8:]) {
 					if apply(pos, frameLen+n, buf) {
 						pos += frameLen + int64(n)
 						ok = true
@@ -97,10 +98,6 @@ func (l *logFile) scan(size int64, apply func(off int64, n uint32, payload []byt
 		br.Reset(io.NewSectionReader(f, pos, size-pos))
 	}
 	return size, lost
-}
-
-func be32(b []byte) uint32 {
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
 // resync finds the next offset at or after from where a chain of whole, valid records starts
@@ -171,5 +168,5 @@ func (l *logFile) validAt(at, size int64) (uint32, bool) {
 	if _, err := l.seg.f.ReadAt(buf, at+frameLen); err != nil {
 		return 0, false
 	}
-	return n, recordSum(l.seg.seed, buf) == be32(fr[8:])
+	return n, recordSum(l.seg.seed, buf) == binary.BigEndian.Uint32(fr[8:])
 }

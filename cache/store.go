@@ -40,11 +40,13 @@
 // # What survives a crash
 //
 // Records are only ever appended. Durability is batched: once per sync interval when anything was
-// written, one fdatasync(2) of each log appended to (and an fsync of each discovery file written
-// and of each directory whose entries changed), not one fsync per object, because flash wears with
-// every flush. A kill -9 loses nothing written (the page cache keeps it); a power cut loses at most the
-// writes of the last interval. Every record carries a CRC-32C keyed by the log's random salt (no
-// object's bytes can hold a record that passes it, frame.go): at start a log is read record by
+// written, one fdatasync(2) of each log appended to (and an fsync of each directory whose entries
+// changed), not one fsync per object, because flash wears with every flush. A discovery file,
+// written only when its answer changes, is replaced whole and made durable as it is written
+// (package durable, which also says why a sync is never syncfs(2)). A kill -9 loses nothing
+// written (the page cache keeps it); a power cut loses at most the writes of the last interval.
+// Every record carries a CRC-32C keyed by the log's random salt (no object's bytes can hold a
+// record that passes it, frame.go): at start a log is read record by
 // record, and a record that fails its frame or checksum is never applied. At the tail it is a write
 // the crash cut short, and the log is cut there, so what remains is a prefix of what was written: a
 // consistent, older state, with the lists as they were then. A bad region followed by good records
@@ -80,6 +82,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"nodehub/durable"
 )
 
 // ErrNotFound is returned for an object that is not cached.
@@ -95,7 +99,7 @@ var ErrReadOnly = errors.New("cache: read-only")
 var ErrFull = errors.New("cache: full")
 
 const (
-	tmpPrefix = ".tmp-"
+	tmpPrefix = durable.TempPrefix
 	logDir    = ".logs"
 	logSuffix = ".log"
 )

@@ -9,26 +9,23 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"nodehub/durable"
 )
 
 // pending is what the next Sync makes durable: the logs appended to note it themselves
-// (logFile.unsynced); the small files written and the directories whose entries changed are noted here.
+// (logFile.unsynced); the directories whose entries changed (a log created) are noted here.
 type pending struct {
 	dirty   atomic.Bool
 	dirtied chan struct{} // RunSync's wake-up: something was written since the last sync
 
-	smu                         sync.Mutex // small files and directories to fsync at the next Sync
-	unsyncedFiles, unsyncedDirs map[string]bool
+	smu          sync.Mutex // directories to fsync at the next Sync
+	unsyncedDirs map[string]bool
 }
 
 // Sync makes everything written so far durable, if anything was written: one fdatasync(2) per log
-// appended to since the last sync, an fsync of each small file written (discovery answers) and of
-// the directories whose entries changed. Not syncfs(2): that flushes whatever else is dirty on the
-// file system (on a gateway, often the root file system: other programs' writes, flushed sooner
-// and more often than the kernel would, more flash wear), and what it costs the hub grows with
-// what others wrote (measured here, one round a second: syncfs 0.15–0.6 ms of CPU depending on
-// what else was being written, the fdatasync 0.24 ms; BenchmarkSyncAfterAWrite).
+// appended to since the last sync and an fsync of the directories whose entries changed (a log
+// created). Not syncfs(2): package durable says why, once. (The cache's small files, discovery
+// answers, are made durable as they are written: durable.WriteFileIn.)
 func (s *Store) Sync() error {
 	if !s.dirty.Swap(false) || s.root == nil {
 		return nil
@@ -45,7 +42,7 @@ func (s *Store) Sync() error {
 		sg := l.seg.acquire()
 		l.mu.Unlock()
 		defer sg.release()
-		if err := unix.Fdatasync(int(sg.f.Fd())); err != nil {
+		if err := durable.Fdatasync(sg.f); err != nil {
 			l.mu.Lock()
 			l.unsynced = true
 			l.mu.Unlock()
@@ -53,23 +50,9 @@ func (s *Store) Sync() error {
 		}
 	})
 	s.smu.Lock()
-	files, dirs := s.unsyncedFiles, s.unsyncedDirs
-	s.unsyncedFiles, s.unsyncedDirs = nil, nil
+	dirs := s.unsyncedDirs
+	s.unsyncedDirs = nil
 	s.smu.Unlock()
-	for rel := range files {
-		f, err := s.root.Open(rel)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since
-		}
-		if err == nil {
-			err = f.Sync()
-			f.Close()
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("cache: fsync %s: %w", rel, err))
-			s.unsynced(rel, "")
-		}
-	}
 	for rel := range dirs {
 		d, err := s.root.Open(rel)
 		if err == nil {
@@ -78,7 +61,7 @@ func (s *Store) Sync() error {
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("cache: fsync %s: %w", rel, err))
-			s.unsynced("", rel)
+			s.unsyncedDir(rel)
 		}
 	}
 	if len(errs) > 0 {
@@ -98,23 +81,14 @@ func (d *disk) markDirty() {
 	}
 }
 
-// unsynced notes a small file (written and renamed into place) or a directory (a file created or
-// renamed in it) for the next Sync.
-func (d *disk) unsynced(file, dir string) {
+// unsyncedDir notes a directory (a file created in it) for the next Sync.
+func (d *disk) unsyncedDir(rel string) {
 	d.smu.Lock()
 	defer d.smu.Unlock()
-	if file != "" {
-		if d.unsyncedFiles == nil {
-			d.unsyncedFiles = map[string]bool{}
-		}
-		d.unsyncedFiles[file] = true
+	if d.unsyncedDirs == nil {
+		d.unsyncedDirs = map[string]bool{}
 	}
-	if dir != "" {
-		if d.unsyncedDirs == nil {
-			d.unsyncedDirs = map[string]bool{}
-		}
-		d.unsyncedDirs[dir] = true
-	}
+	d.unsyncedDirs[rel] = true
 }
 
 // syncDir makes a rename in a directory durable.
