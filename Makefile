@@ -63,8 +63,9 @@ fuzz: ## long fuzz runs of every parser (FUZZ_EXECS executions each; one target:
 deps: ## install what the e2e tests run: promtool, busybox, qemu-user-static (build/deps.sh)
 	sh build/deps.sh
 
-controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
-	sh test/e2e/controlplane/build.sh
+controlplane: ## build (once per go.sum) etcd, kube-apiserver, kube-controller-manager, kubectl and kubemark from the Go module proxy, at v1.34 and v1.37
+	sh test/e2e/controlplane/build.sh test/e2e/controlplane
+	sh test/e2e/controlplane/build.sh test/e2e/controlplane137
 
 e2e: deps controlplane ## end-to-end tests against the real control plane
 	cd test/e2e && go test -count=1 -timeout 45m ./...

@@ -40,8 +40,27 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cluster.Stop()
-	fmt.Fprintf(os.Stderr, "control plane up in %v (etcd + %d kube-apiservers)\n", time.Since(start).Round(time.Millisecond), len(cluster.APIServers))
+	fmt.Fprintf(os.Stderr, "control plane %s up in %v (etcd + %d kube-apiservers)\n", cluster.Version, time.Since(start).Round(time.Millisecond), len(cluster.APIServers))
 	return m.Run()
+}
+
+// clusterAt returns a control plane of release r for one test: the shared one when it is of r,
+// else a cluster of its own (etcd and one kube-apiserver) stopped when the test ends.
+func clusterAt(t *testing.T, r harness.Release) *harness.Cluster {
+	t.Helper()
+	if cluster.Release == r {
+		return cluster
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := harness.StartClusterAt(ctx, r, t.TempDir(), 1)
+	if err != nil {
+		t.Fatalf("control plane %s: %v", r.Name, err)
+	}
+	t.Cleanup(c.Stop)
+	t.Logf("control plane %s up in %v (etcd + 1 kube-apiserver)", c.Version, time.Since(start).Round(time.Millisecond))
+	return c
 }
 
 // startHub runs nodehub for one test and stops it when the test ends, printing its log on failure.
@@ -59,9 +78,15 @@ func startHubServers(t *testing.T, servers string, args ...string) *harness.Hub 
 // where a first one stopped.
 func startHubIn(t *testing.T, dir, servers string, args ...string) *harness.Hub {
 	t.Helper()
+	return startHubOn(t, cluster, dir, servers, args...)
+}
+
+// startHubOn runs nodehub for one test in front of cluster c (its node certificate and CA).
+func startHubOn(t *testing.T, c *harness.Cluster, dir, servers string, args ...string) *harness.Hub {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: dir, Servers: servers, Args: args})
+	h, err := c.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: dir, Servers: servers, Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
