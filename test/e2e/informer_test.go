@@ -216,30 +216,6 @@ func startInformers(h *harness.Hub, specs []informerSpec, d time.Duration) ([]*r
 	return running, unsynced
 }
 
-// waitCacheWritten waits until nodehub's cache writer has nothing queued and has made a sync
-// since the call, so what the hub received is on its files.
-func waitCacheWritten(t *testing.T, h *harness.Hub) {
-	t.Helper()
-	syncs, err := h.Metric("nodehub_cache_syncs_total")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "nodehub's cache written", func() error {
-		q, err := h.Metric("nodehub_cache_queued_bytes")
-		if err != nil {
-			return err
-		}
-		s, err := h.Metric("nodehub_cache_syncs_total")
-		if err != nil {
-			return err
-		}
-		if q != 0 || s <= syncs {
-			return errorf("%v bytes queued, %v syncs since", q, s-syncs)
-		}
-		return nil
-	})
-}
-
 // Informers of client-go >= 1.35 (WatchListClient on: a watch with sendInitialEvents=true instead
 // of a LIST) as Kubernetes v1.37's kubelet and kube-proxy run them, through nodehub: synced
 // online, the link black-holed, the informers started anew (a new factory: the component
@@ -303,7 +279,7 @@ func TestInformersWatchListOffline(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	waitCacheWritten(t, h)
+	cacheWritten(t, h)
 	for _, r := range online {
 		want[r.spec.name] = r.objects() // as the hub last passed them on
 		r.shutdown()
