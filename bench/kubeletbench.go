@@ -37,7 +37,7 @@ func benchKubelet(e *env, o options) error {
 			return err
 		}
 		c := e.c
-		if c.Release != r {
+		if c.Release.Name != r.Name {
 			if c, err = harness.StartClusterAt(e.ctx, r, filepath.Join(e.dir, "cluster-"+r.Name), 1); err != nil {
 				return err
 			}

@@ -20,26 +20,26 @@ import (
 // corednsToken creates ServiceAccount ns/coredns with what CoreDNS's kubernetes plugin reads
 // (list and watch Services, EndpointSlices, Namespaces; the system:coredns ClusterRole of a
 // kubeadm cluster, less pods) and returns a token for it, as its pod would have.
-func corednsToken(t *testing.T, ns string) string {
+func corednsToken(t *testing.T, c *harness.Cluster, ns string) string {
 	t.Helper()
 	ctx := context.Background()
 	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-coredns"}, Rules: []rbacv1.PolicyRule{
 		{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"services", "namespaces"}},
 		{Verbs: []string{"list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 	}}
-	if _, err := cluster.Admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.Admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-coredns-" + ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cr.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "coredns", Namespace: ns}}}
-	if _, err := cluster.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	tr, err := cluster.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "coredns", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	tr, err := c.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "coredns", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,29 +52,32 @@ func corednsToken(t *testing.T, ns string) string {
 // again after the whole node (nodehub too) rebooted offline, it resolves both from what nodehub
 // cached. The goal is both within 2 s of CoreDNS's
 // start: the test logs the time and bounds it generously (a loaded machine); bench has the figure.
-func TestCoreDNSOffline(t *testing.T) {
+// On each release's control plane (TestCoreDNSOffline/v1.34, /v1.37).
+func TestCoreDNSOffline(t *testing.T) { eachRelease(t, corednsOffline) }
+
+func corednsOffline(t *testing.T, c *harness.Cluster) {
 	// The secure port's serving certificate: signed by kube-controller-manager, approved here.
-	startControllerManager(t, 0)
+	startControllerManagerOn(t, c, 0)
 	approve, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go cluster.ApproveServingCSRs(approve)
+	go c.ApproveServingCSRs(approve)
 	ctx := context.Background()
 	bin, err := harness.CoreDNSBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ns := "coredns-e2e"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	token := corednsToken(t, ns)
-	web, _ := makeService(t, ctx, ns, "web")
-	if _, err := cluster.Admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+	token := corednsToken(t, c, ns)
+	web, _ := makeServiceOn(t, ctx, c, ns, "web")
+	if _, err := c.Admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db"},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 5432}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	port, proto := int32(5432), corev1.ProtocolTCP
-	if _, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+	if _, err := c.Admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: "db-1", Labels: map[string]string{discoveryv1.LabelServiceName: "db"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.5.1"}}, {Addresses: []string{"10.1.5.2"}}},
@@ -87,14 +90,14 @@ func TestCoreDNSOffline(t *testing.T) {
 		"db." + ns + ".svc.cluster.local.":  {"10.1.5.1", "10.1.5.2"},
 	}
 
-	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	relay, err := harness.NewRelay(strings.TrimPrefix(c.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer relay.Close()
-	h := startHubIn(t, t.TempDir(), relay.URL(), "--heartbeat-timeout-seconds=1")
-	waitServing(t, h)
-	dns, err := harness.StartCoreDNS(harness.CoreDNSOptions{Bin: bin, Dir: t.TempDir(), Server: h.SecureURL, CAFile: cluster.PKI.CAFile, Token: token})
+	h := startHubOn(t, c, t.TempDir(), relay.URL(), "--heartbeat-timeout-seconds=1")
+	waitServingOn(t, c, h)
+	dns, err := harness.StartCoreDNS(harness.CoreDNSOptions{Bin: bin, Dir: t.TempDir(), Server: h.SecureURL, CAFile: c.PKI.CAFile, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +141,7 @@ func TestCoreDNSOffline(t *testing.T) {
 	if err := h.WaitHTTP(ctx, "/v1/healthz", 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, h)
+	waitServingOn(t, c, h)
 	if err := dns.Start(); err != nil {
 		t.Fatal(err)
 	}

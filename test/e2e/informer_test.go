@@ -227,14 +227,17 @@ func startInformers(h *harness.Hub, specs []informerSpec, d time.Duration) ([]*r
 // Informers of client-go >= 1.35 (WatchListClient on: a watch with sendInitialEvents=true instead
 // of a LIST) as Kubernetes v1.37's kubelet and kube-proxy run them, through nodehub: synced
 // online, the link black-holed, the informers started anew (a new factory: the component
-// restarted) sync every resource they synced online, with the same objects.
-func TestInformersWatchListOffline(t *testing.T) {
+// restarted) sync every resource they synced online, with the same objects. On each release's
+// control plane (TestInformersWatchListOffline/v1.34, /v1.37).
+func TestInformersWatchListOffline(t *testing.T) { eachRelease(t, informersWatchListOffline) }
+
+func informersWatchListOffline(t *testing.T, c *harness.Cluster) {
 	if !clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
 		t.Fatalf("client-go's WatchListClient feature is off (KUBE_FEATURE_WatchListClient in the environment?): this test is about informers that use watch-list")
 	}
 	ctx := context.Background()
 	ns := "informer-e2e"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	// What the informers read: kube-root-ca.crt (as kube-controller-manager publishes it) and a pod
@@ -242,7 +245,7 @@ func TestInformersWatchListOffline(t *testing.T) {
 	// ConfigMap only for a pod of its own), a Service and its EndpointSlice; the apiserver made the
 	// default ServiceCIDR. No RuntimeClass, no CSIDriver.
 	ca := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": "e2e"}}
-	if _, err := cluster.Admin.CoreV1().ConfigMaps(ns).Create(ctx, ca, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.Admin.CoreV1().ConfigMaps(ns).Create(ctx, ca, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	pod := newPod(ns, "informed")
@@ -250,21 +253,21 @@ func TestInformersWatchListOffline(t *testing.T) {
 		LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}},
 		{Name: "optional", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "app-optional"}, Optional: ptr(true)}}}}
-	if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	makeService(t, ctx, ns, "informed") // a Service and its EndpointSlice for kube-proxy
+	makeServiceOn(t, ctx, c, ns, "informed") // a Service and its EndpointSlice for kube-proxy
 	// kube-proxy runs as the node here (nodehub lends it the node's identity).
-	if err := cluster.BindNodeProxier(ctx, harness.NodeName); err != nil {
+	if err := c.BindNodeProxier(ctx, harness.NodeName); err != nil {
 		t.Fatal(err)
 	}
 
-	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	relay, err := harness.NewRelay(strings.TrimPrefix(c.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer relay.Close()
-	h := startHubIn(t, t.TempDir(), relay.URL(), "--heartbeat-timeout-seconds=1")
+	h := startHubOn(t, c, t.TempDir(), relay.URL(), "--heartbeat-timeout-seconds=1")
 	specs := nodeInformers(ns)
 
 	online, unsynced := startInformers(h, specs, 60*time.Second)
