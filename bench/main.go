@@ -49,7 +49,7 @@ func main() {
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
 	flag.StringVar(&o.kubeletReleases, "kubelet-releases", "v1.34,v1.37", "the Kubernetes releases (control plane, kubelet, kube-proxy) the kubelet section runs, side by side")
-	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud or kubelet")
+	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints or kubelet")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -198,6 +198,11 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "brokencloud" {
 		if err := benchBrokenCloud(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "endpoints" {
+		if err := benchEndpoints(e, o); err != nil {
 			return err
 		}
 	}

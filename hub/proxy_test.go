@@ -65,6 +65,8 @@ type fakeCloud struct {
 	mu   sync.Mutex
 	reqs []seen
 	fail string // when set, every answer is a 502 of this content type
+	// handle, when set, answers first; false leaves the request to the answers above.
+	handle func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func newFakeCloud(t *testing.T) *fakeCloud {
@@ -83,8 +85,11 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.reqs = append(c.reqs, seen{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("User-Agent"), r.TLS != nil && len(r.TLS.PeerCertificates) > 0})
-	fail := c.fail
+	fail, handle := c.fail, c.handle
 	c.mu.Unlock()
+	if handle != nil && handle(w, r) {
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case fail != "":

@@ -22,6 +22,7 @@ import (
 	"nodehub/filter"
 	"nodehub/hub/autonomy"
 	"nodehub/hub/dummyif"
+	"nodehub/hub/endpointfix"
 	"nodehub/hub/identity"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
@@ -57,6 +58,7 @@ type Server struct {
 
 	tokens *tokens.Store       // ServiceAccount tokens the cloud issued, for offline token requests
 	auto   *autonomy.Condition // the node's Autonomy condition; nil without a cache
+	fix    *endpointfix.Fixer  // the node's endpoints as kubelet reports them; nil without a cache
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -128,6 +130,7 @@ func New(cfg Config) (*Server, error) {
 		s.metrics.watchCache(s.cache)
 		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.ids.Vouch, Log: cfg.Log,
 			KubeletNode: s.auto.Node}
+		s.newFixer()
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	cfg.Filters.Topology = s.topo
@@ -159,7 +162,7 @@ func (s *Server) Run(ctx context.Context) error {
 		name, addr string
 		h          http.Handler
 		freebind   bool        // the address may not be on the node yet (the dummy link comes later)
-		tls        *tls.Config // served over TLS (the pool port), without the connection limits
+		tls        *tls.Config // served over TLS (the pool port)
 	}
 	proxyHandler := http.HandlerFunc(s.serveProxy)
 	servers := []server{
@@ -205,11 +208,14 @@ func (s *Server) Run(ctx context.Context) error {
 		httpServers = append(httpServers, hs)
 		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		if sv.tls != nil {
+			// The pool port: no client of the node's own comes here, so loopback is bounded too.
+			// The TLS handshake has the header's deadline (http.Server's, ReadHeaderTimeout).
+			ln = s.boundConns(ln, sv.name, false)
 			hs.TLSConfig = sv.tls
 			go func() { errc <- hs.ServeTLS(ln, "", "") }()
 			continue
 		}
-		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
+		ln = s.boundConns(ln, sv.name, true)
 		s.mu.Lock()
 		s.listeners = append(s.listeners, ln)
 		s.mu.Unlock()
@@ -222,6 +228,13 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.Run(ctx)
 	go s.tokens.Run(ctx)
+	if s.fix != nil && s.pool != nil && s.cfg.Pool.Mode != pool.ModeOff {
+		go s.shareReports(ctx)
+	}
+	if s.fix != nil {
+		go s.fix.Run(ctx, endpointfix.Link{Online: s.state.Online, Changed: s.state.Changed, OnLost: s.findGone,
+			Lost: func() bool { return s.state.get() == remote.Unhealthy }})
+	}
 	if s.filters.Uses("servicetopology") {
 		go s.topo.Run(ctx)
 	}
@@ -291,6 +304,12 @@ const (
 	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
 	DefaultBodyTimeout = 10 * time.Second
 )
+
+// boundConns applies MaxConnsPerHost and MaxConns to a port's listener (loopback clients exempt
+// when loopbackFree: the node's own), counting what it refuses.
+func (s *Server) boundConns(ln net.Listener, port string, loopbackFree bool) net.Listener {
+	return limitConns(ln, loopbackFree, func() { s.metrics.refusedConns.Inc(port) })
+}
 
 // newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure, pool): bounded
 // headers, a deadline on them, idle connections closed, the hub's lifetime as base context.

@@ -52,6 +52,12 @@ type Proxy struct {
 	// Default DefaultWriteTimeout (30 s).
 	WriteTimeout time.Duration
 
+	// Revisions, if set, returns the revisions of what a request is served that do not come from
+	// the cache (the hub's corrections of this node's endpoints), or nil; Applied, if set, is told
+	// each change applied offline (the object as now cached).
+	Revisions func(ri *wire.RequestInfo) Revisions
+	Applied   func(ri *wire.RequestInfo, obj []byte)
+
 	slotsOnce sync.Once
 	slots     chan struct{}
 }
@@ -86,6 +92,9 @@ type Request struct {
 	// node-identity caches (kubectl on the gateway reads what kubelet and kube-proxy cached). A
 	// request with credentials of its own reads only its own cache.
 	Shared bool
+	// Vouched is true when the cloud accepted the request's credential (always for the node's
+	// identity): offline, a credential the cloud never accepted creates nothing.
+	Vouched bool
 
 	// Owners are the caches this request reads, its own first; Accept is every media type the
 	// client accepts, in its order of preference. Both are filled on first use.

@@ -17,10 +17,10 @@ import (
 	"nodehub/e2e/harness"
 )
 
-// corednsToken creates ServiceAccount ns/coredns with what CoreDNS's kubernetes plugin reads
+// corednsSAToken creates ServiceAccount ns/coredns with what CoreDNS's kubernetes plugin reads
 // (list and watch Services, EndpointSlices, Namespaces; the system:coredns ClusterRole of a
 // kubeadm cluster, less pods) and returns a token for it, as its pod would have.
-func corednsToken(t *testing.T, c *harness.Cluster, ns string) string {
+func corednsSAToken(t *testing.T, c *harness.Cluster, ns string) string {
 	t.Helper()
 	ctx := context.Background()
 	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-coredns"}, Rules: []rbacv1.PolicyRule{
@@ -70,7 +70,7 @@ func corednsOffline(t *testing.T, c *harness.Cluster) {
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	token := corednsToken(t, c, ns)
+	token := corednsSAToken(t, c, ns)
 	web, _ := makeServiceOn(t, ctx, c, ns, "web")
 	if _, err := c.Admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db"},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 5432}}}}, metav1.CreateOptions{}); err != nil {
