@@ -188,6 +188,17 @@ func startInformer(h *harness.Hub, s informerSpec) *runningInformer {
 	return r
 }
 
+// String lists the requests the informer's client sent.
+func (l *requestLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, s := range l.seen {
+		fmt.Fprintf(&b, "\n\t%s %s: %d", s.method, s.url.RequestURI(), s.status)
+	}
+	return b.String()
+}
+
 func (r *runningInformer) shutdown() {
 	close(r.stop)
 	r.factory.Shutdown()
@@ -288,8 +299,10 @@ func informersWatchListOffline(t *testing.T, c *harness.Cluster) {
 		t.FailNow()
 	}
 	cacheWritten(t, h)
+	sent := map[string]*requestLog{}
 	for _, r := range online {
 		want[r.spec.name] = r.objects() // as the hub last passed them on
+		sent[r.spec.name] = r.log
 		r.shutdown()
 	}
 
@@ -304,7 +317,7 @@ func informersWatchListOffline(t *testing.T, c *harness.Cluster) {
 	t.Logf("offline: %d informers started anew, %d synced within %v", len(offline), len(offline)-len(unsynced), time.Since(start).Round(time.Millisecond))
 	for _, r := range offline {
 		if slices.Contains(unsynced, r.spec.name) {
-			t.Errorf("%s restarted offline: not synced within 30 s (online it synced %d objects)", r.spec.name, len(want[r.spec.name]))
+			t.Errorf("%s restarted offline: not synced within 30 s (online it synced %d objects); online it sent:%v\noffline:%v", r.spec.name, len(want[r.spec.name]), sent[r.spec.name], r.log)
 			continue
 		}
 		if got := r.objects(); !maps.Equal(got, want[r.spec.name]) {
