@@ -68,16 +68,6 @@ func ControlPlaneBinaries() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// FreePort returns a loopback TCP port nobody listens on right now.
-func FreePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // StartCluster starts etcd and n kube-apiservers on loopback, all in dir.
 func StartCluster(ctx context.Context, dir string, n int) (*Cluster, error) {
 	bin, err := ControlPlaneBinaries()
