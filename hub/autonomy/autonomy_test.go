@@ -109,7 +109,19 @@ func TestAutonomyWritesOnceWhileOnline(t *testing.T) {
 	online = true
 	for i := 0; i < 5; i++ {
 		a.Seen(c)
-		time.Sleep(10 * time.Millisecond)
+		// A write Seen started is marked at once and runs on its own: wait until it is done, so
+		// the next Seen is refused for the write made, not for one still running.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+			a.mu.Lock()
+			writing := a.writing
+			a.mu.Unlock()
+			if !writing {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the write did not end")
+			}
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
