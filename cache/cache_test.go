@@ -89,7 +89,7 @@ func respond(t *testing.T, m *Manager, method, url, component string, body []byt
 		}
 	}
 	tb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.Writer.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -375,7 +375,7 @@ func TestFullQueueKeepsClientStreamingAndMarksIncomplete(t *testing.T) {
 	}
 	close(release)
 	tb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.Writer.Flush(ctx)
 }
@@ -495,7 +495,7 @@ func TestGzipListIsCached(t *testing.T) {
 	if !bytes.Equal(got, zb.Bytes()) {
 		t.Fatal("the client did not get the compressed body unchanged")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.Writer.Flush(ctx)
 	names, res := names(t, s, "kubelet", "", "", "")
