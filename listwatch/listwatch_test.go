@@ -105,7 +105,7 @@ func TestRunRetriesWithBackOffAndWakes(t *testing.T) {
 	close(wake)
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the wake channel did not end the back-off")
 	}
 	if n := calls.Load(); n != 3 {
