@@ -258,7 +258,17 @@ func TestOfflineTokensAndNodeRegistration(t *testing.T) {
 			t.Fatalf("%s: another create: err %v, want 503", when, err)
 		}
 	}
-	time.Sleep(12 * time.Second) // the token store makes a batch durable within 10 s
+	// The token store saves a batch within 10 s of its first change (a file renamed into place,
+	// which a killed process keeps): wait for the issued token's file, not for 12 s.
+	eventually(t, 60*time.Second, "the issued token saved", func() error {
+		des, err := os.ReadDir(filepath.Join(h.RootDir, "tokens"))
+		for _, de := range des {
+			if !strings.HasPrefix(de.Name(), ".") {
+				return nil
+			}
+		}
+		return errorf("no token file yet (%v)", err)
+	})
 	// A registration on its way when the link is cut gets the offline answer, not a 503.
 	if err := relay.BlackHole(); err != nil {
 		t.Fatal(err)
