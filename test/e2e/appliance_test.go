@@ -90,7 +90,7 @@ func TestMaxRequestsInFlightIsEnforced(t *testing.T) {
 		resp.Body.Close()
 		slow <- resp.StatusCode
 	}()
-	eventually(t, 5*time.Second, "the held request in flight", func() error {
+	eventually(t, 60*time.Second, "the held request in flight", func() error {
 		if v, _ := h.Metric("nodehub_inflight_requests"); v < 1 {
 			return fmt.Errorf("in flight: %v", v)
 		}
@@ -129,7 +129,7 @@ func TestCacheMaxBytesKeepsServingAndReports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "skipped objects counted", func() error {
+	eventually(t, 60*time.Second, "skipped objects counted", func() error {
 		if v, _ := h.Metric(`nodehub_cache_full_skipped_total{resource="pods"}`); v < 1 {
 			return fmt.Errorf("skipped %v", v)
 		}

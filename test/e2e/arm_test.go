@@ -72,7 +72,7 @@ func TestARMBinariesUnderQemu(t *testing.T) {
 		t.Fatalf("arm64 hub: list pods: %v", err)
 	}
 	p := pods.Items[0]
-	eventually(t, 10*time.Second, "arm64 hub cached the pods", func() error {
+	eventually(t, 60*time.Second, "arm64 hub cached the pods", func() error {
 		_, _, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/pods.v1.core", p.Namespace, p.Name))
 		return err
 	})

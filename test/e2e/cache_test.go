@@ -68,7 +68,7 @@ func cachedBody(h *harness.Hub, rel string) []byte {
 // object the cloud no longer has, until its file is gone.
 func sameAsCloud(t *testing.T, h *harness.Hub, what string, objects map[string]string, media string) {
 	t.Helper()
-	eventually(t, 10*time.Second, what+" cached byte for byte", func() error {
+	eventually(t, 60*time.Second, what+" cached byte for byte", func() error {
 		for rel, path := range objects {
 			want, err := cloudBytes(t, path, media)
 			got := cachedBody(h, rel)
@@ -335,7 +335,7 @@ func TestFullDiskKeepsProxyingAndIsReported(t *testing.T) {
 			t.Fatalf("list through the hub with a full disk: %v", err)
 		}
 	}
-	eventually(t, 5*time.Second, "ENOSPC counted in /metrics", func() error {
+	eventually(t, 60*time.Second, "ENOSPC counted in /metrics", func() error {
 		v, err := h.Metric(`nodehub_cache_errors_total{resource="pods"}`)
 		if err != nil || v < 1 {
 			return fmt.Errorf("nodehub_cache_errors_total{resource=pods} = %v %v", v, err)

@@ -40,7 +40,7 @@ func TestOfflinePodListWithAnUnreadablePodIsNotServed(t *testing.T) {
 	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
 	nodeSel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}
 	online := podNames(t, h.Client(kubeletUA, true), "", nodeSel)
-	eventually(t, 10*time.Second, "pods cached", func() error {
+	eventually(t, 60*time.Second, "pods cached", func() error {
 		_, _, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/pods.v1.core", ns, "rot-b"))
 		return err
 	})
@@ -104,7 +104,7 @@ func TestReadOnlyCacheStartsProxiesAndAnswersOffline(t *testing.T) {
 	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
 	nodeSel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}
 	want := podNames(t, h.Client(kubeletUA, true), "", nodeSel)
-	eventually(t, 10*time.Second, "pods cached", func() error {
+	eventually(t, 60*time.Second, "pods cached", func() error {
 		_, _, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/pods.v1.core", ns, "ro-a"))
 		return err
 	})

@@ -32,14 +32,14 @@ func TestRestartCollectsPodsDeletedWhileTheHubWasDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	goneFile := filepath.Join(h.CacheDir, "kubelet/pods.v1.core", ns, "go")
-	eventually(t, 5*time.Second, "pod cached", func() error { _, _, err := cache.ReadFile(goneFile); return err })
+	eventually(t, 60*time.Second, "pod cached", func() error { _, _, err := cache.ReadFile(goneFile); return err })
 	h.Stop()
 
 	if err := cluster.Admin.CoreV1().Pods(ns).Delete(ctx, "go", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
 	h2 := startHubIn(t, dir, "")
-	eventually(t, 10*time.Second, "pod deleted while the hub was down leaves the cache", func() error {
+	eventually(t, 60*time.Second, "pod deleted while the hub was down leaves the cache", func() error {
 		if _, _, err := cache.ReadFile(goneFile); err == nil {
 			return fmt.Errorf("%s still cached", goneFile)
 		}

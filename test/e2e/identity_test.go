@@ -465,7 +465,7 @@ func TestExpiredCertificateBootstrapsAgainWithPostedToken(t *testing.T) {
 	}
 	// The server turns healthy again after --heartbeat-healthy-threshold heartbeats.
 	cs := h2.Client("kubectl", false)
-	eventually(t, 10*time.Second, "proxying as the node again", func() error {
+	eventually(t, 60*time.Second, "proxying as the node again", func() error {
 		r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if err != nil {
 			return err

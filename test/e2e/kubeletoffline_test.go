@@ -347,7 +347,7 @@ func TestAutonomyCondition(t *testing.T) {
 	// cloud's node status to carry it too.
 	expect := func(what string, cl *kubernetes.Clientset, status corev1.ConditionStatus, reason string, inCloud bool) {
 		t.Helper()
-		eventually(t, 10*time.Second, what+": kubelet's node answer", func() error {
+		eventually(t, 60*time.Second, what+": kubelet's node answer", func() error {
 			n, err := cl.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -360,7 +360,7 @@ func TestAutonomyCondition(t *testing.T) {
 		if !inCloud {
 			return
 		}
-		eventually(t, 10*time.Second, what+": the cloud's node status", func() error {
+		eventually(t, 60*time.Second, what+": the cloud's node status", func() error {
 			n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
 			if err != nil {
 				return err
