@@ -122,6 +122,7 @@ func TestMaxRequestsInFlightIsEnforced(t *testing.T) {
 }
 
 func TestCacheMaxBytesKeepsServingAndReports(t *testing.T) {
+	nodePods(t, "cache-max-bytes", "over-1", "over-2") // objects a full cache skips
 	h := startHub(t, "--cache-max-bytes=1")
 	pods := h.Client(kubeletUA, true)
 	for i := 0; i < 2; i++ {

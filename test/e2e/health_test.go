@@ -192,6 +192,7 @@ func watchSawObject(evs <-chan map[string]any, name string, d time.Duration) boo
 // heartbeat).
 func TestColdStartInBlackHole(t *testing.T) {
 	ctx := context.Background()
+	nodePods(t, "health-cold", "cold-a") // a pod the first cached answer must hold
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
