@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehub/cache"
@@ -22,12 +21,7 @@ import (
 func TestSIGTERMStopsCleanlyAndFlushesTheCache(t *testing.T) {
 	ctx := context.Background()
 	ns := "sigterm"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, "last"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	nodePods(t, ns, "last")
 	// A long write-behind delay: the object is still in memory when the signal comes.
 	h := startHub(t, "--cache-sync-interval=30s")
 	kubelet := h.Client(kubeletUA, true)

@@ -23,14 +23,7 @@ import (
 func TestOfflinePodListWithAnUnreadablePodIsNotServed(t *testing.T) {
 	ctx := context.Background()
 	ns := "cachefault"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"rot-a", "rot-b"} {
-		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, n), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	nodePods(t, ns, "rot-a", "rot-b")
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,12 +74,7 @@ func TestReadOnlyCacheStartsProxiesAndAnswersOffline(t *testing.T) {
 	}
 	ctx := context.Background()
 	ns := "cachero"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, "ro-a"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	nodePods(t, ns, "ro-a")
 	dir := t.TempDir()
 	cacheDir := filepath.Join(dir, "cache")
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehub/cache"
@@ -18,14 +17,7 @@ import (
 func TestRestartCollectsPodsDeletedWhileTheHubWasDown(t *testing.T) {
 	ctx := context.Background()
 	ns := "gcpods"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"stay", "go"} {
-		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, n), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	nodePods(t, ns, "stay", "go")
 	dir := t.TempDir()
 	h := startHubIn(t, dir, "")
 	if _, err := h.Client(kubeletUA, true).CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
