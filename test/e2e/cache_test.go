@@ -101,7 +101,9 @@ func TestCacheHoldsWhatKubeletAndKubeProxyReadByteForByte(t *testing.T) {
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, fmt.Sprintf("p%d", i)), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, fmt.Sprintf("p%d", i))
 	}
+	deleteAtEnd(t, ns, "p-new") // made later, while the watches are open
 	svc, slice := makeService(t, ctx, ns, "web")
 
 	// Without pool sharing: services and slices are then proxied and cached per component (with
@@ -258,6 +260,7 @@ func TestTwoListsWithDifferentSelectorsReadBackExactly(t *testing.T) {
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, p.Name)
 	}
 	h := startHub(t)
 	cl := h.Client(kubeletUA, true)
@@ -326,6 +329,7 @@ func TestFullDiskKeepsProxyingAndIsReported(t *testing.T) {
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, p.Name)
 	}
 	h := startHub(t, "--disk-cache-path="+mnt)
 	cl := h.Client(kubeletUA, true)

@@ -125,8 +125,14 @@ func nodePods(t *testing.T, ns string, names ...string) {
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, name), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			_ = cluster.Admin.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
-		})
+		deleteAtEnd(t, ns, name)
 	}
+}
+
+// deleteAtEnd deletes a pod the test made when the test ends (before the cleanups registered
+// earlier, after those registered later).
+func deleteAtEnd(t *testing.T, ns, name string) {
+	t.Cleanup(func() {
+		_ = cluster.Admin.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+	})
 }

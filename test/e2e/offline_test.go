@@ -94,7 +94,9 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, n)
 	}
+	deleteAtEnd(t, ns, "off-c") // made later, while the link is cut
 	makeService(t, ctx, ns, "web")
 
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
