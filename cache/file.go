@@ -23,8 +23,10 @@ const (
 	fileMagic   = "NHCF"
 	fileVersion = 1
 	preambleLen = 20
-	maxHeader   = 1 << 20
-	maxBody     = 64 << 20
+	// maxHeader bounds a header (labels and selectable fields included): as large as the objects
+	// nodehub accepts, so an object with megabytes of labels is cached and read back.
+	maxHeader = wire.MaxObjectBytes
+	maxBody   = 64 << 20
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)

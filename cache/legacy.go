@@ -21,6 +21,22 @@ import (
 // holding a nodehub cache file (file.go) or, for YurtHub, the object's JSON. Found at start, it is
 // appended to the logs, made durable, and removed.
 
+// upgrade rewrites a version 1 log (record checksums without the file's salt, record.go) as
+// version 2, once, when it is opened: compaction writes the new file with a salt of its own and
+// renames it over the old one, so a crash leaves one or the other. A read-only cache, or one
+// whose rewrite fails (a full disk), goes on reading and appending to the version 1 log, and tries
+// again at the next start.
+func (l *rlog) upgrade() {
+	if l.seg.seed != 0 || l.s.readOnly.Load() {
+		return
+	}
+	if err := l.compact(); err != nil {
+		l.s.log.Warn("cache: could not rewrite a log in the salted format; it is kept as it is", "log", l.name, "err", err)
+		return
+	}
+	l.s.log.Info("cache: rewrote a log in the salted format", "log", l.name)
+}
+
 // migrate brings every old-layout owner directory into the logs.
 func (s *Store) migrate() {
 	owners, err := fs.ReadDir(s.root.FS(), ".")

@@ -32,6 +32,8 @@ type rlog struct {
 	// metaDue: objects were lost (a failed write, corruption) and the lists, already incomplete in
 	// memory, are not yet recorded so on disk: the next append records that first.
 	metaDue bool
+	// unopened: while loading, a put record whose object could not be opened was not applied.
+	unopened bool
 	// unsynced: records were appended since the last Sync.
 	unsynced bool
 	buf      []byte
@@ -42,6 +44,8 @@ type rlog struct {
 type segment struct {
 	f    *os.File
 	refs atomic.Int32
+	seed uint32 // the checksum's seed from the file's salt (0: a version 1 log, unsalted)
+	hdr  int64  // the file header's length
 }
 
 func (sg *segment) acquire() *segment { sg.refs.Add(1); return sg }
@@ -108,7 +112,11 @@ func (l *rlog) open() error {
 	}
 	l.seg = &segment{f: f}
 	l.seg.refs.Store(1)
-	return l.load()
+	if err := l.load(); err != nil {
+		return err
+	}
+	l.upgrade()
+	return nil
 }
 
 // load reads every record, rebuilding the index. A torn tail is cut off (when writable); a bad
@@ -120,11 +128,20 @@ func (l *rlog) load() error {
 		return err
 	}
 	size := fi.Size()
-	if size < int64(len(logHeader)) {
+	var head [logHeaderLen]byte
+	hn, _ := f.ReadAt(head[:], 0)
+	if hn >= len(logMagic)+1 && string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV1 {
+		l.seg.hdr = int64(len(logMagic) + 1) // a version 1 log: read as it is, rewritten by open
+	} else if hn == logHeaderLen && string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV2 {
+		l.seg.hdr, l.seg.seed = logHeaderLen, saltSeed(head[len(logMagic)+1:])
+	} else if size < logHeaderLen && (hn < len(logMagic)+1 || string(head[:len(logMagic)]) == logMagic && head[len(logMagic)] == logV2) {
+		// New, or its header torn by a crash before any record: start it.
+		h, seed := newLogHeader()
+		l.seg.hdr, l.seg.seed = logHeaderLen, seed
 		if !l.s.readOnly.Load() {
 			err := f.Truncate(0)
 			if err == nil {
-				_, err = f.WriteAt([]byte(logHeader), 0)
+				_, err = f.WriteAt(h, 0)
 			}
 			if err != nil { // a full disk: the next write tries again
 				l.s.failed(err)
@@ -133,23 +150,22 @@ func (l *rlog) load() error {
 			l.unsynced = true // a new log: it and its directory entry are synced with its first records
 			l.s.unsynced("", logDir)
 		}
-		l.setEnd(int64(len(logHeader)))
+		l.setEnd(logHeaderLen)
 		return nil
-	}
-	var head [len(logHeader)]byte
-	if _, err := f.ReadAt(head[:], 0); err != nil || string(head[:]) != logHeader {
+	} else {
 		return fmt.Errorf("%w: %s is not a nodehub log", ErrCorrupt, l.path())
 	}
 	l.byOff = map[int64]*rec{}
 	defer func() { l.byOff = nil }()
 	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 64<<10)
-	_, _ = br.Discard(len(logHeader))
-	pos := int64(len(logHeader))
+	_, _ = br.Discard(int(l.seg.hdr))
+	pos := l.seg.hdr
 	var fr [frameLen]byte
 	var buf []byte
 	lost := false
+	l.unopened = false
 	defer func() {
-		if lost { // objects were lost: no list read back is whole, whenever it was recorded
+		if lost || l.unopened { // objects were lost: no list read back is whole, whenever it was recorded
 			l.lose()
 		}
 	}()
@@ -161,7 +177,7 @@ func (l *rlog) load() error {
 					buf = make([]byte, n)
 				}
 				buf = buf[:n]
-				if _, err := io.ReadFull(br, buf); err == nil && crc32.Checksum(buf, crcTable) == be32(fr[8:]) {
+				if _, err := io.ReadFull(br, buf); err == nil && recordSum(l.seg.seed, buf) == be32(fr[8:]) {
 					if p, err := decodePayload(buf); err == nil {
 						l.apply(pos, frameLen+n, p, nil)
 						pos += frameLen + int64(n)
@@ -173,9 +189,14 @@ func (l *rlog) load() error {
 		if ok {
 			continue
 		}
-		next := l.resync(pos+1, size)
+		next, taken := l.resync(pos+1, size)
 		if next < 0 { // a torn tail: the writes of the last interval a crash cut short
 			l.s.log.Info("cache: cut a torn tail off a log", "log", l.name, "at", pos, "bytes", size-pos)
+			if taken {
+				// Valid records in what is cut that do not chain to the end: kept for a look. What
+				// remains is a prefix of what was written, a consistent older state.
+				l.s.quarantineBytes(l.name, f, pos, size)
+			}
 			if !l.s.readOnly.Load() {
 				if err := f.Truncate(pos); err != nil {
 					l.s.failed(err)
@@ -199,49 +220,75 @@ func be32(b []byte) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
-// resync finds the next offset at or after from where a whole, valid record starts, or -1.
-func (l *rlog) resync(from, size int64) int64 {
+// resync finds the next offset at or after from where a chain of whole, valid records starts
+// that reaches the end of the file, or -1; skipped is set when valid records were passed over
+// because their chain broke before the end. A record found in the middle of a bad region (an
+// object's bytes may hold a frame) is taken only when all that follows it is records.
+func (l *rlog) resync(from, size int64) (at int64, skipped bool) {
 	f := l.seg.f
 	chunk := make([]byte, 64<<10)
 	for off := from; off < size; {
 		n, _ := f.ReadAt(chunk, off)
 		if n <= 0 {
-			return -1
+			return -1, skipped
 		}
 		b := chunk[:n]
+		moved := false
 		for i := 0; i+4 <= len(b); {
 			j := bytes.Index(b[i:], []byte(frameMagic))
 			if j < 0 {
 				break
 			}
 			at := off + int64(i+j)
-			if l.validAt(at, size) {
-				return at
+			if end := l.chainEnd(at, size); end == size {
+				return at, skipped
+			} else if end > at {
+				// Valid records up to end, then something else: not a resync point, nor is
+				// anything inside that chain. Look on after it.
+				skipped = true
+				off, moved = end, true
+				break
 			}
 			i += j + 1
 		}
+		if moved {
+			continue
+		}
 		if n < len(chunk) {
-			return -1
+			return -1, skipped
 		}
 		off += int64(n - 3)
 	}
-	return -1
+	return -1, skipped
 }
 
-func (l *rlog) validAt(at, size int64) bool {
+// chainEnd follows valid records from at and returns where the chain ends (at: none valid).
+func (l *rlog) chainEnd(at, size int64) int64 {
+	for at < size {
+		n, ok := l.validAt(at, size)
+		if !ok {
+			return at
+		}
+		at += frameLen + int64(n)
+	}
+	return at
+}
+
+// validAt reports whether a whole record with a good checksum starts at at, and its length.
+func (l *rlog) validAt(at, size int64) (uint32, bool) {
 	var fr [frameLen]byte
 	if _, err := l.seg.f.ReadAt(fr[:], at); err != nil {
-		return false
+		return 0, false
 	}
 	n, ok := checkFrame(fr[:])
 	if !ok || at+frameLen+int64(n) > size {
-		return false
+		return 0, false
 	}
 	buf := make([]byte, n)
 	if _, err := l.seg.f.ReadAt(buf, at+frameLen); err != nil {
-		return false
+		return 0, false
 	}
-	return crc32.Checksum(buf, crcTable) == be32(fr[8:])
+	return n, recordSum(l.seg.seed, buf) == be32(fr[8:])
 }
 
 // lose records that objects were lost: every list of the resource is incomplete until it is
@@ -268,12 +315,14 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 	case recPut:
 		r := target
 		if r == nil {
-			hdr, _, err := p.open()
+			hdr, err := p.openHeader()
 			if err != nil {
+				l.unopened = true // its object is lost: no list that held it is whole
 				return
 			}
 			rv, local, ok := headerRV(hdr)
 			if !ok {
+				l.unopened = true
 				return
 			}
 			r = &rec{local: local, rv: rv, sum: crc32.Update(crc32.Checksum(p.header, crcTable), crcTable, p.body)}
@@ -298,7 +347,9 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 		l.addLive(int64(n))
 		l.setHold(id(p.ns, p.name), hold{owner: owner, r: target, refN: n})
 	case recDel:
-		l.delHold(id(p.ns, p.name), owner)
+		if key := id(p.ns, p.name); l.delHold(key, owner) {
+			l.forget(owner, key)
+		}
 	case recList:
 		var lr ListRecord
 		if json.Unmarshal(p.body, &lr) != nil {
@@ -333,6 +384,21 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 				l.addLive(-(int64(ls.n + ls.metaN)))
 				delete(l.lists, k)
 			}
+		}
+	}
+}
+
+// forget takes a deleted object out of the keys of its owner's lists: a list's keys are then what
+// it holds, so a key it names that is not held was lost (a write that failed), never deleted. The
+// keys are replaced, not changed in place: readers may hold the old slice.
+func (l *rlog) forget(owner int32, key string) {
+	for k, ls := range l.lists {
+		if k.owner != owner {
+			continue
+		}
+		keys := ls.rec.Keys
+		if i, ok := slices.BinarySearch(keys, key); ok {
+			ls.rec.Keys = slices.Concat(keys[:i:i], keys[i+1:])
 		}
 	}
 }
@@ -418,7 +484,7 @@ func (l *rlog) writeRaw(rb []byte, target *rec) error {
 	if err != nil {
 		return fmt.Errorf("cache: encode %s: %w", l.name, err)
 	}
-	fillFrame(rb)
+	fillFrame(rb, l.seg.seed)
 	if l.s.hook != nil {
 		err = l.s.hook(l.name)
 	}
@@ -448,7 +514,7 @@ func readRec(sg *segment, off int64, n uint32) (payload, error) {
 		return payload{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	pn, ok := checkFrame(buf)
-	if !ok || pn != n-frameLen || crc32.Checksum(buf[frameLen:], crcTable) != be32(buf[8:]) {
+	if !ok || pn != n-frameLen || recordSum(sg.seed, buf[frameLen:]) != be32(buf[8:]) {
 		return payload{}, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	p, err := decodePayload(buf[frameLen:])
@@ -470,7 +536,7 @@ func (l *rlog) setEnd(end int64) {
 	l.end = end
 }
 
-func (l *rlog) dead() int64 { return l.end - int64(len(logHeader)) - l.live }
+func (l *rlog) dead() int64 { return l.end - l.seg.hdr - l.live }
 
 // compactDue says whether the dead bytes passed their bound: three times the live bytes and 1 MiB
 // (so compaction writes at most a third of a byte per byte appended, and a log takes at most four
@@ -504,8 +570,9 @@ func (l *rlog) compact() error {
 		return fmt.Errorf("cache: compact %s: %w", l.name, err)
 	}
 	w := bufio.NewWriterSize(f, 64<<10)
-	pos := int64(len(logHeader))
-	_, _ = w.WriteString(logHeader)
+	hdr, seed := newLogHeader() // a new salt for the new file
+	pos := int64(len(hdr))
+	_, _ = w.Write(hdr)
 	type moved struct {
 		off int64
 		n   uint32
@@ -514,7 +581,7 @@ func (l *rlog) compact() error {
 	refs := map[*hold]uint32{}
 	var lost []*rec
 	emit := func(p []byte) (int64, uint32, error) {
-		rb := frame(p)
+		rb := frame(p, seed)
 		at := pos
 		if _, err := w.Write(rb); err != nil {
 			return 0, 0, err
@@ -576,7 +643,7 @@ func (l *rlog) compact() error {
 	l.s.syncDir(logDir)
 	// The new file is in place: move the index over to it.
 	old := l.seg
-	l.seg = &segment{f: f}
+	l.seg = &segment{f: f, seed: seed, hdr: int64(len(hdr))}
 	l.seg.refs.Store(1)
 	old.release()
 	l.addLive(-l.live)
@@ -616,7 +683,7 @@ func (l *rlog) compact() error {
 	if len(lost) > 0 {
 		l.lose()
 	}
-	written := pos - int64(len(logHeader))
+	written := pos - int64(len(hdr))
 	l.setEnd(pos)
 	l.s.compactions.Add(1)
 	l.s.compacted.Add(written)

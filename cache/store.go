@@ -43,12 +43,14 @@
 // written, one fdatasync(2) of each log appended to (and an fsync of each discovery file written
 // and of each directory whose entries changed), not one fsync per object, because flash wears with
 // every flush. A kill -9 loses nothing written (the page cache keeps it); a power cut loses at most the
-// writes of the last interval. Every record carries a CRC-32C: at start a log is read record by
+// writes of the last interval. Every record carries a CRC-32C keyed by the log's random salt (no
+// object's bytes can hold a record that passes it, record.go): at start a log is read record by
 // record, and a record that fails its frame or checksum is never applied. At the tail it is a write
 // the crash cut short, and the log is cut there, so what remains is a prefix of what was written: a
 // consistent, older state, with the lists as they were then. A bad region followed by good records
-// is corruption: it is skipped, copied to .quarantine, and every list of that resource is marked
-// incomplete until it is listed again (the kubelet is not answered a partial pod list as if whole).
+// that chain to the end of the file is corruption: it is skipped, copied to .quarantine, and every
+// list of that resource is marked incomplete until it is listed again (the kubelet is not answered
+// a partial pod list as if whole).
 // A record is checked again every time it is read, so a torn or rotten one is never served.
 //
 // A failed write (ENOSPC, EIO) is cut back off the file, marks the resource's lists incomplete in
@@ -99,7 +101,15 @@ const (
 	// DefaultLocalQuota bounds what one owner's offline changes (events created offline, above
 	// all) take when --cache-max-bytes is not set; with it, an owner gets an eighth of it.
 	DefaultLocalQuota = 8 << 20
+	// DefaultForeignBudget bounds what the offline changes of every owner but the node's own
+	// (component@credential: pods and anything else with a credential of its own) take together
+	// when --cache-max-bytes is not set; with it, they share an eighth of it. So however many
+	// credentials a pod makes up, its offline writes cannot fill the node's disk.
+	DefaultForeignBudget = 16 << 20
 )
+
+// Foreign says whether an owner is not the node's own: component@credential.
+func Foreign(owner string) bool { return strings.Contains(owner, "@") }
 
 // Store is the cache under one directory. Safe for concurrent use.
 type Store struct {
@@ -116,6 +126,8 @@ type Store struct {
 	ownerIDs   map[string]int32
 	ownerAt    []uint32 // newest record of each owner (Unix seconds)
 	localBytes []int64  // bytes of each owner's offline changes
+	foreign    []bool   // each owner is Foreign
+	foreignSum int64    // localBytes of the foreign owners together
 
 	liveBytes atomic.Int64 // live records of every log
 	fileBytes atomic.Int64 // every log's file
@@ -421,6 +433,7 @@ func (s *Store) ownerID(name string) int32 {
 	s.owners = append(s.owners, name)
 	s.ownerAt = append(s.ownerAt, 0)
 	s.localBytes = append(s.localBytes, 0)
+	s.foreign = append(s.foreign, Foreign(name))
 	s.ownerIDs[name] = id
 	return id
 }
@@ -449,7 +462,23 @@ func (s *Store) touch(owner int32, at uint32) {
 func (s *Store) addLocal(owner int32, n int64) {
 	s.omu.Lock()
 	s.localBytes[owner] += n
+	if s.foreign[owner] {
+		s.foreignSum += n
+	}
 	s.omu.Unlock()
+}
+
+// ForeignLocalBytes is what the offline changes of the owners that are not the node's own take.
+func (s *Store) ForeignLocalBytes() int64 {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	return s.foreignSum
+}
+
+func (s *Store) isForeign(owner int32) bool {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	return s.foreign[owner]
 }
 
 func (s *Store) local(owner int32) int64 {
@@ -478,6 +507,14 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 	sc := getScratch()
 	defer putScratch(sc)
 	sc.plain = h.appendTo(sc.plain[:0])
+	if len(sc.plain) > maxHeader {
+		if !h.Local { // a newer version of the object is not kept: no list holding it is whole
+			l.mu.Lock()
+			l.lose()
+			l.mu.Unlock()
+		}
+		return fmt.Errorf("cache: put %s: header of %d bytes: %w", k.Path(), len(sc.plain), ErrFull)
+	}
 	hfield, flags, stored := storedForm(sc, sc.plain, body)
 	sum := crc32.Update(crc32.Checksum(hfield, crcTable), crcTable, stored)
 	l.mu.Lock()
@@ -531,13 +568,18 @@ func (l *rlog) shared(key, rv string, sum uint32, hfield, stored []byte) *rec {
 	return nil
 }
 
-// makeRoom keeps an owner's offline changes within its quota, and the cache within
+// makeRoom keeps an owner's offline changes within its quota, the offline changes of the owners
+// that are not the node's own within their budget together, and the cache within
 // --cache-max-bytes, by removing that owner's oldest offline changes of the resource.
 func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
-	quota := int64(DefaultLocalQuota)
+	quota, budget := int64(DefaultLocalQuota), int64(DefaultForeignBudget)
 	max := l.s.maxBytes.Load()
 	if max > 0 {
-		quota = max / 8
+		quota, budget = max/8, max/8
+	}
+	foreign := l.s.isForeign(owner)
+	if foreign {
+		quota = min(quota, budget)
 	}
 	if need > quota {
 		return fmt.Errorf("cache: offline change of %d bytes is larger than the quota of %d: %w", need, quota, ErrFull)
@@ -548,6 +590,9 @@ func (l *rlog) makeRoom(owner int32, k Key, need int64) error {
 	}
 	over := func() bool {
 		if l.s.local(owner)+need-freed > quota {
+			return true
+		}
+		if foreign && l.s.ForeignLocalBytes()+need-freed > budget {
 			return true
 		}
 		return max > 0 && l.s.Size()+need-freed > max

@@ -40,7 +40,7 @@ func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
 		case <-time.After(secureRetry):
 		}
 	}
-	ln = limitConns(ln, func() { s.metrics.refusedConns.Inc("secure") })
+	ln = s.boundConns(ln, "secure", true)
 	hs := s.newHTTPServer(ctx, http.HandlerFunc(s.serveBearer))
 	hs.TLSConfig = &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12}
 	s.log.Info("listening", "port", "secure", "addr", ln.Addr().String())

@@ -162,7 +162,7 @@ func (s *Server) Run(ctx context.Context) error {
 		name, addr string
 		h          http.Handler
 		freebind   bool        // the address may not be on the node yet (the dummy link comes later)
-		tls        *tls.Config // served over TLS (the pool port), without the connection limits
+		tls        *tls.Config // served over TLS (the pool port)
 	}
 	proxyHandler := http.HandlerFunc(s.serveProxy)
 	servers := []server{
@@ -208,11 +208,14 @@ func (s *Server) Run(ctx context.Context) error {
 		httpServers = append(httpServers, hs)
 		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
 		if sv.tls != nil {
+			// The pool port: no client of the node's own comes here, so loopback is bounded too.
+			// The TLS handshake has the header's deadline (http.Server's, ReadHeaderTimeout).
+			ln = s.boundConns(ln, sv.name, false)
 			hs.TLSConfig = sv.tls
 			go func() { errc <- hs.ServeTLS(ln, "", "") }()
 			continue
 		}
-		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
+		ln = s.boundConns(ln, sv.name, true)
 		s.mu.Lock()
 		s.listeners = append(s.listeners, ln)
 		s.mu.Unlock()
@@ -301,6 +304,12 @@ const (
 	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
 	DefaultBodyTimeout = 10 * time.Second
 )
+
+// boundConns applies MaxConnsPerHost and MaxConns to a port's listener (loopback clients exempt
+// when loopbackFree: the node's own), counting what it refuses.
+func (s *Server) boundConns(ln net.Listener, port string, loopbackFree bool) net.Listener {
+	return limitConns(ln, loopbackFree, func() { s.metrics.refusedConns.Inc(port) })
+}
 
 // newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure, pool): bounded
 // headers, a deadline on them, idle connections closed, the hub's lifetime as base context.
