@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -325,7 +327,11 @@ func TestFullDiskKeepsProxyingAndIsReported(t *testing.T) {
 	}
 	for i := 0; i < 40; i++ {
 		p := newPod(ns, fmt.Sprintf("big-%02d", i))
-		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PAD", Value: strings.Repeat("x", 4000)}}
+		// Random, so the cache's compression cannot make 40 of them fit in 64 KiB (4000 x's did, and
+		// the disk filled only with what earlier tests had left on the node).
+		pad := make([]byte, 4500)
+		rand.Read(pad)
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PAD", Value: base64.StdEncoding.EncodeToString(pad)}}
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
