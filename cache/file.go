@@ -99,27 +99,6 @@ func decodeFile(data []byte, resource string) (*Header, []byte, error) {
 	return h, body, nil
 }
 
-// decodeHeader reads just the header from the start of a file (the preamble and header bytes).
-// The body is not checked; callers that serve the body use decodeFile.
-func decodeHeader(prefix []byte) (*Header, int, error) {
-	if len(prefix) < preambleLen || !bytes.HasPrefix(prefix, []byte(fileMagic)) {
-		return nil, 0, ErrCorrupt
-	}
-	hl := binary.BigEndian.Uint32(prefix[8:])
-	if hl > maxHeader {
-		return nil, 0, ErrCorrupt
-	}
-	need := preambleLen + int(hl)
-	if len(prefix) < need {
-		return nil, need, nil // caller reads more
-	}
-	h := &Header{}
-	if err := h.unmarshal(prefix[preambleLen:need]); err != nil {
-		return nil, 0, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
-	}
-	return h, need, nil
-}
-
 // decodeYurtHubFile reads a file YurtHub wrote: the object's JSON and nothing else.
 func decodeYurtHubFile(data []byte, resource string) (*Header, []byte, error) {
 	trimmed := bytes.TrimSpace(data)

@@ -3,6 +3,7 @@ package cache
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -148,7 +150,7 @@ func (l *rlog) load() error {
 				return fmt.Errorf("cache: start %s: %w", l.path(), err)
 			}
 			l.unsynced = true // a new log: it and its directory entry are synced with its first records
-			l.s.unsynced("", logDir)
+			l.s.unsyncedDir(logDir)
 		}
 		l.setEnd(logHeaderLen)
 		return nil
@@ -177,7 +179,7 @@ func (l *rlog) load() error {
 					buf = make([]byte, n)
 				}
 				buf = buf[:n]
-				if _, err := io.ReadFull(br, buf); err == nil && recordSum(l.seg.seed, buf) == be32(fr[8:]) {
+				if _, err := io.ReadFull(br, buf); err == nil && recordSum(l.seg.seed, buf) == binary.BigEndian.Uint32(fr[8:]) {
 					if p, err := decodePayload(buf); err == nil {
 						l.apply(pos, frameLen+n, p, nil)
 						pos += frameLen + int64(n)
@@ -214,10 +216,6 @@ func (l *rlog) load() error {
 	}
 	l.setEnd(size)
 	return nil
-}
-
-func be32(b []byte) uint32 {
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
 // resync finds the next offset at or after from where a chain of whole, valid records starts
@@ -288,7 +286,7 @@ func (l *rlog) validAt(at, size int64) (uint32, bool) {
 	if _, err := l.seg.f.ReadAt(buf, at+frameLen); err != nil {
 		return 0, false
 	}
-	return n, recordSum(l.seg.seed, buf) == be32(fr[8:])
+	return n, recordSum(l.seg.seed, buf) == binary.BigEndian.Uint32(fr[8:])
 }
 
 // lose records that objects were lost: every list of the resource is incomplete until it is
@@ -514,7 +512,7 @@ func readRec(sg *segment, off int64, n uint32) (payload, error) {
 		return payload{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	pn, ok := checkFrame(buf)
-	if !ok || pn != n-frameLen || recordSum(sg.seed, buf[frameLen:]) != be32(buf[8:]) {
+	if !ok || pn != n-frameLen || recordSum(sg.seed, buf[frameLen:]) != binary.BigEndian.Uint32(buf[8:]) {
 		return payload{}, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	p, err := decodePayload(buf[frameLen:])
@@ -716,30 +714,15 @@ func logName(r Resource) string {
 
 // parseLogName reverses logName.
 func parseLogName(s string) (resource, version, group string, ok bool) {
-	var parts [3]string
-	i := 0
-	for j := 0; j < 2; j++ {
-		k := indexByte(s[i:], '.')
-		if k < 0 {
-			return "", "", "", false
-		}
-		parts[j] = s[i : i+k]
-		i += k + 1
+	resource, rest, ok1 := strings.Cut(s, ".")
+	version, group, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 {
+		return "", "", "", false
 	}
-	parts[2] = s[i:]
-	if parts[2] == "core" {
-		parts[2] = ""
+	if group == "core" {
+		group = ""
 	}
-	return parts[0], parts[1], parts[2], parts[0] != "" && parts[1] != ""
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
+	return resource, version, group, resource != "" && version != ""
 }
 
 // room returns the log's record buffer, emptied, with room for a frame.

@@ -40,11 +40,13 @@
 // # What survives a crash
 //
 // Records are only ever appended. Durability is batched: once per sync interval when anything was
-// written, one fdatasync(2) of each log appended to (and an fsync of each discovery file written
-// and of each directory whose entries changed), not one fsync per object, because flash wears with
-// every flush. A kill -9 loses nothing written (the page cache keeps it); a power cut loses at most the
-// writes of the last interval. Every record carries a CRC-32C keyed by the log's random salt (no
-// object's bytes can hold a record that passes it, record.go): at start a log is read record by
+// written, one fdatasync(2) of each log appended to (and an fsync of each directory whose entries
+// changed), not one fsync per object, because flash wears with every flush. A discovery file,
+// written only when its answer changes, is replaced whole and made durable as it is written
+// (package durable, which also says why a sync is never syncfs(2)). A kill -9 loses nothing
+// written (the page cache keeps it); a power cut loses at most the writes of the last interval.
+// Every record carries a CRC-32C keyed by the log's random salt (no object's bytes can hold a
+// record that passes it, record.go): at start a log is read record by
 // record, and a record that fails its frame or checksum is never applied. At the tail it is a write
 // the crash cut short, and the log is cut there, so what remains is a prefix of what was written: a
 // consistent, older state, with the lists as they were then. A bad region followed by good records
@@ -78,6 +80,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"nodehub/durable"
 )
 
 // ErrNotFound is returned for an object that is not cached.
@@ -93,7 +97,7 @@ var ErrReadOnly = errors.New("cache: read-only")
 var ErrFull = errors.New("cache: full")
 
 const (
-	tmpPrefix     = ".tmp-"
+	tmpPrefix     = durable.TempPrefix
 	logDir        = ".logs"
 	logSuffix     = ".log"
 	quarantineDir = ".quarantine"
@@ -144,12 +148,11 @@ type Store struct {
 	compactions atomic.Int64
 	compacted   atomic.Int64 // bytes compaction wrote
 	corrupt     atomic.Int64 // corrupt records or regions found
-	tmpSeq      atomic.Uint64
 
 	qmu sync.Mutex // quarantine
 
-	smu                         sync.Mutex // small files and directories to fsync at the next Sync
-	unsyncedFiles, unsyncedDirs map[string]bool
+	smu          sync.Mutex // directories to fsync at the next Sync
+	unsyncedDirs map[string]bool
 
 	// hook, when set (tests), runs before every record is appended; an error fails the write.
 	hook func(rel string) error
@@ -834,12 +837,9 @@ func (s *Store) Verify(ctx context.Context) (checked, bad int) {
 }
 
 // Sync makes everything written so far durable, if anything was written: one fdatasync(2) per log
-// appended to since the last sync, an fsync of each small file written (discovery answers) and of
-// the directories whose entries changed. Not syncfs(2): that flushes whatever else is dirty on the
-// file system (on a gateway, often the root file system: other programs' writes, flushed sooner
-// and more often than the kernel would, more flash wear), and what it costs the hub grows with
-// what others wrote (measured here, one round a second: syncfs 0.15–0.6 ms of CPU depending on
-// what else was being written, the fdatasync 0.24 ms; BenchmarkSyncAfterAWrite).
+// appended to since the last sync and an fsync of the directories whose entries changed (a log
+// created). Not syncfs(2): package durable says why, once. (The cache's small files, discovery
+// answers, are made durable as they are written: durable.WriteFileIn.)
 func (s *Store) Sync() error {
 	if !s.dirty.Swap(false) || s.root == nil {
 		return nil
@@ -856,7 +856,7 @@ func (s *Store) Sync() error {
 		sg := l.seg.acquire()
 		l.mu.Unlock()
 		defer sg.release()
-		if err := unix.Fdatasync(int(sg.f.Fd())); err != nil {
+		if err := durable.Fdatasync(sg.f); err != nil {
 			l.mu.Lock()
 			l.unsynced = true
 			l.mu.Unlock()
@@ -864,23 +864,9 @@ func (s *Store) Sync() error {
 		}
 	})
 	s.smu.Lock()
-	files, dirs := s.unsyncedFiles, s.unsyncedDirs
-	s.unsyncedFiles, s.unsyncedDirs = nil, nil
+	dirs := s.unsyncedDirs
+	s.unsyncedDirs = nil
 	s.smu.Unlock()
-	for rel := range files {
-		f, err := s.root.Open(rel)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since
-		}
-		if err == nil {
-			err = f.Sync()
-			f.Close()
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("cache: fsync %s: %w", rel, err))
-			s.unsynced(rel, "")
-		}
-	}
 	for rel := range dirs {
 		d, err := s.root.Open(rel)
 		if err == nil {
@@ -889,7 +875,7 @@ func (s *Store) Sync() error {
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("cache: fsync %s: %w", rel, err))
-			s.unsynced("", rel)
+			s.unsyncedDir(rel)
 		}
 	}
 	if len(errs) > 0 {
@@ -909,23 +895,14 @@ func (s *Store) markDirty() {
 	}
 }
 
-// unsynced notes a small file (written and renamed into place) or a directory (a file created or
-// renamed in it) for the next Sync.
-func (s *Store) unsynced(file, dir string) {
+// unsyncedDir notes a directory (a file created in it) for the next Sync.
+func (s *Store) unsyncedDir(rel string) {
 	s.smu.Lock()
 	defer s.smu.Unlock()
-	if file != "" {
-		if s.unsyncedFiles == nil {
-			s.unsyncedFiles = map[string]bool{}
-		}
-		s.unsyncedFiles[file] = true
+	if s.unsyncedDirs == nil {
+		s.unsyncedDirs = map[string]bool{}
 	}
-	if dir != "" {
-		if s.unsyncedDirs == nil {
-			s.unsyncedDirs = map[string]bool{}
-		}
-		s.unsyncedDirs[dir] = true
-	}
+	s.unsyncedDirs[rel] = true
 }
 
 // syncDir makes a rename in a directory durable.
@@ -985,38 +962,17 @@ func (s *Store) Stats() Stats {
 		Compactions: s.compactions.Load(), CompactedBytes: s.compacted.Load(), Corrupt: s.corrupt.Load()}
 }
 
-// writeAtomic writes one of the cache's own small files (a discovery answer): a temporary file
-// renamed over the old one.
+// writeAtomic writes one of the cache's own small files (a discovery answer), durable before it
+// returns (durable.WriteFileIn: a temporary file, its fdatasync, the rename, the directory's
+// fsync). They are written only when they change, which is seldom.
 func (s *Store) writeAtomic(rel string, data []byte) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
-	dir := filepath.Dir(rel)
-	tmp := filepath.Join(dir, tmpPrefix+filepath.Base(rel)+"."+strconv.FormatUint(s.tmpSeq.Add(1), 36))
-	f, err := s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = s.root.MkdirAll(dir, 0o700); err == nil {
-			f, err = s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		}
-	}
-	if err != nil {
+	if err := durable.WriteFileIn(s.root, rel, data, 0o600); err != nil {
 		s.failed(err)
 		return fmt.Errorf("cache: write %s: %w", rel, err)
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = s.root.Rename(tmp, rel)
-	}
-	if err != nil {
-		_ = s.root.Remove(tmp)
-		s.failed(err)
-		return fmt.Errorf("cache: write %s: %w", rel, err)
-	}
-	s.unsynced(rel, dir)
-	s.markDirty()
 	s.written.Add(int64(len(data)))
 	s.records.Add(1)
 	return nil

@@ -216,6 +216,26 @@ func (s *Server) coldRead(r *http.Request, lreq *local.Request) bool {
 	return s.state.settle(r.Context()) != remote.Healthy
 }
 
+// chain returns the filter chain for a request of the hub's own (nil when no filter applies),
+// counted in /metrics: the re-list of kubelet's pods (relistNodePods), filtered as the proxy's.
+func (s *Server) chain(ri *wire.RequestInfo) *filter.Chain { return s.counted(s.filters.For(ri)) }
+
+// counted has c's filter errors and actions counted in /metrics.
+func (s *Server) counted(c *filter.Chain) *filter.Chain {
+	if c == nil {
+		return nil
+	}
+	c.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
+	c.OnChange = func(name string, v filter.Verdict) {
+		action := "changed"
+		if v == filter.Drop {
+			action = "removed"
+		}
+		s.metrics.filterActions.Inc(name, action)
+	}
+	return c
+}
+
 // serveLocal answers a request from the cache (routeLocal).
 func (s *Server) serveLocal(q *proxyRequest) {
 	s.metrics.offline.Inc(verbLabel(q.ri.Verb))
@@ -229,7 +249,7 @@ func (s *Server) serveLocal(q *proxyRequest) {
 // topologyWait; then 503 with Retry-After): an answer filtered with an empty topology would hold
 // every node's endpoints. false when the request was answered.
 func (s *Server) chainFor(q *proxyRequest) bool {
-	q.chain = s.fixChain(q, s.filters.For(q.ri))
+	q.chain = s.counted(s.fixChain(q, s.filters.For(q.ri)))
 	if q.chain == nil {
 		return true
 	}
@@ -237,14 +257,6 @@ func (s *Server) chainFor(q *proxyRequest) bool {
 		q.w.Header().Set("Retry-After", "1")
 		wire.WriteStatus(q.w, q.ri.Accept, http.StatusServiceUnavailable, "nodehub: the topology the servicetopology filter needs is not loaded yet")
 		return false
-	}
-	q.chain.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
-	q.chain.OnChange = func(name string, v filter.Verdict) {
-		action := "changed"
-		if v == filter.Drop {
-			action = "removed"
-		}
-		s.metrics.filterActions.Inc(name, action)
 	}
 	if q.ri.Verb == wire.VerbWatch && q.chain.Uses("servicetopology") {
 		stop := context.AfterFunc(s.topo.Changes(), q.cancel)

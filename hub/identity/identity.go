@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"nodehub/hub/atomicfile"
+	"nodehub/durable"
 )
 
 const (
@@ -220,7 +220,7 @@ func (id *Table) Save() {
 	id.dirty = false
 	id.mu.Unlock()
 	data, _ := json.Marshal(saved)
-	if err := atomicfile.Write(id.path, data, 0o600); err != nil {
+	if err := durable.WriteFile(id.path, data, 0o600); err != nil {
 		id.log.Warn("identities: save", "err", err)
 		id.mu.Lock()
 		id.dirty = true

@@ -166,9 +166,14 @@ func (t *Source) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 	t.bumpLocked()
 }
 
-// Run keeps the topology current until ctx ends.
+// Run keeps the topology current until ctx ends, and returns when its informers have ended.
 func (t *Source) Run(ctx context.Context) {
-	go t.informer(ctx, "/api/v1/services", "services", nil, func(items [][]byte) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	inform := func(path, name string, tried func(), list func([][]byte), event func(wire.WatchEvent)) {
+		wg.Go(func() { t.informer(ctx, path, name, tried, list, event) })
+	}
+	inform("/api/v1/services", "services", nil, func(items [][]byte) {
 		seen := map[string]bool{}
 		for _, it := range items {
 			ns, name, key := serviceKey(it)
@@ -202,7 +207,7 @@ func (t *Source) Run(ctx context.Context) {
 	// Both sources run: OpenYurt's NodePool (status.nodes) when that API exists, else the nodes
 	// labelled with the pool. The NodePool wins once it has been seen.
 	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
-	go t.informer(ctx, poolPath, "nodepools", t.poolTried, func(items [][]byte) {
+	inform(poolPath, "nodepools", t.poolTried, func(items [][]byte) {
 		if len(items) > 0 {
 			t.setPoolFrom(true, poolNodes(items[0]))
 			t.listed(true)
@@ -215,7 +220,7 @@ func (t *Source) Run(ctx context.Context) {
 	nodes := map[string]bool{}
 	var mu sync.Mutex
 	nodePath := "/api/v1/nodes?labelSelector=" + url.QueryEscape("apps.openyurt.io/nodepool="+pool)
-	go t.informer(ctx, nodePath, "nodes", t.poolTried, func(items [][]byte) {
+	inform(nodePath, "nodes", t.poolTried, func(items [][]byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		nodes = map[string]bool{}
