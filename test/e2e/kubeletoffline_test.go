@@ -204,6 +204,7 @@ func TestOfflineTokensAndNodeRegistration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, n)
 		pods[n] = got
 	}
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
