@@ -59,7 +59,7 @@ func (s *Store) EachInList(r Resource, sel wire.Selector, fn func(Item) error) (
 		res.Partial = !res.Record.Complete
 	}
 	l, _ := s.logFor(r, false)
-	owner, ok := s.lookupOwner(r.Owner)
+	owner, ok := s.owners.lookup(r.Owner)
 	if l == nil || !ok {
 		return res, nil
 	}
@@ -111,7 +111,7 @@ func namesOnly(keys []string, namespace string, locs []located) bool {
 // holdsAll reports whether r's owner holds every one of keys.
 func (s *Store) holdsAll(r Resource, keys []string) bool {
 	l, _ := s.logFor(r, false)
-	owner, ok := s.lookupOwner(r.Owner)
+	owner, ok := s.owners.lookup(r.Owner)
 	if l == nil || !ok {
 		return len(keys) == 0
 	}

@@ -108,6 +108,7 @@ func (s *Server) respond(resp *http.Response) error {
 		return errNotAPI
 	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+	gunzipWatch(ri, resp)
 	if q.caller != "" {
 		s.recordToken(q, resp)
 	}

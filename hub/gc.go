@@ -28,6 +28,8 @@ func (s *Server) runGC(ctx context.Context) {
 		}
 		if err := s.relistNodePods(ctx); err != nil {
 			s.log.Warn("cache gc: re-list of this node's pods failed", "err", err)
+		} else {
+			s.log.Info("cache gc: this node's pods re-listed") // once per start
 		}
 		close(reached)
 	})
