@@ -153,6 +153,9 @@ func StartClusterAt(ctx context.Context, r Release, dir string, n int) (*Cluster
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	c := &Cluster{Release: r, Version: version, Dir: dir, BinDir: bin}
 	if c.PKI, err = NewPKI(dir); err != nil {
 		return nil, err
