@@ -90,6 +90,10 @@ const suspectAfter = 500 * time.Millisecond
 // for a read, the cache answers instead.
 var errNotAPI = errors.New("nodehub: the cloud answered with a 5xx that is not an API Status")
 
+// errThrottled: the apiserver answered a read 429 Too Many Requests; the cache answers it instead
+// of sending the client back to retry against an apiserver that asked for less.
+var errThrottled = errors.New("nodehub: the cloud answered 429 Too Many Requests")
+
 // respond is step 6 on the cloud's answer (ReverseProxy.ModifyResponse), before any byte of it
 // reaches the client, in this order: a read's 5xx that is not the apiserver's own goes to
 // fallback; the bytes are counted; a token request's answer is kept (tokens.go); the filters
@@ -104,6 +108,9 @@ func (s *Server) respond(resp *http.Response) error {
 	ri := q.ri
 	if resp.StatusCode >= 500 && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && !isAPIStatus(resp) {
 		return errNotAPI
+	}
+	if resp.StatusCode == http.StatusTooManyRequests && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && s.local.CanAnswer(q.r, q.local) {
+		return errThrottled // the apiserver sheds load: the cache answers meanwhile
 	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
 	if q.caller != "" {

@@ -45,6 +45,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
 		ServingCert: s.cfg.ServingCert,
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
+		Returned:     s.state.Returned,
 		SelfDeclared: pc.SelfDeclared,
 	})
 }

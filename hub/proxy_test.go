@@ -64,7 +64,8 @@ type fakeCloud struct {
 
 	mu   sync.Mutex
 	reqs []seen
-	fail string // when set, every answer is a 502 of this content type
+	fail     string // when set, every answer is a 502 of this content type
+	throttle bool   // every answer is the apiserver's 429 with Retry-After
 }
 
 func newFakeCloud(t *testing.T) *fakeCloud {
@@ -83,10 +84,14 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.reqs = append(c.reqs, seen{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("User-Agent"), r.TLS != nil && len(r.TLS.PeerCertificates) > 0})
-	fail := c.fail
+	fail, throttle := c.fail, c.throttle
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch {
+	case throttle:
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`)
 	case fail != "":
 		w.Header().Set("Content-Type", fail)
 		w.WriteHeader(http.StatusBadGateway)
@@ -540,6 +545,25 @@ func TestProxyNonAPIServerErrorFallsBackToTheCache(t *testing.T) {
 	f.cloud.mu.Unlock()
 	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusBadGateway {
 		t.Fatalf("the apiserver's own 502 Status: %d %s, want it passed through", a.code, a.body)
+	}
+}
+
+// The apiserver's 429 to a read the cache can answer is answered from the cache meanwhile; one it
+// cannot answer gets the 429 with its Retry-After.
+func TestProxyThrottledReadFromTheCache(t *testing.T) {
+	f := newProxyFixture(t, nil)
+	f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", "")
+	if err := f.hub.cache.Writer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.cloud.mu.Lock()
+	f.cloud.throttle = true
+	f.cloud.mu.Unlock()
+	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusOK || !strings.Contains(a.body, `"name":"web"`) {
+		t.Fatalf("the apiserver's 429: %d %s, want the cached pod", a.code, a.body)
+	}
+	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/never", kubelet, "", ""); a.code != http.StatusTooManyRequests {
+		t.Fatalf("a 429 the cache cannot answer: %d %s, want it passed through", a.code, a.body)
 	}
 }
 

@@ -130,6 +130,7 @@ func New(cfg Config) (*Server, error) {
 			KubeletNode: s.auto.Node}
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
+	s.topo.Returned = s.state.Returned
 	cfg.Filters.Topology = s.topo
 	fs, err := filter.New(cfg.Filters)
 	if err != nil {

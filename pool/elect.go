@@ -42,9 +42,9 @@ func (p *Pool) elect(ctx context.Context) {
 	st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases",
 		Namespace: p.cfg.LeaseNamespace, LabelSelector: LabelPool + "=" + p.cfg.PoolName})
 	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
-	go st.run(ctx, cloud, p.log)
+	go st.run(ctx, cloud, p.cfg.Returned, p.log)
 	np := NewStore(nodePoolResource(p.cfg.PoolName))
-	go np.run(ctx, cloud, p.log)
+	go np.run(ctx, cloud, p.cfg.Returned, p.log)
 	e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}, nodePool: np}
 	tick := time.NewTicker(p.cfg.LeaderTimeout / 2)
 	defer tick.Stop()

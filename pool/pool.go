@@ -62,6 +62,10 @@ type Config struct {
 	// Online, if set, says whether the cloud is reachable: a leader that cannot reach it stops
 	// serving its followers (they go to the cloud themselves, or to their caches).
 	Online func() bool
+	// Returned, if set, returns a channel closed when the cloud has come back (the hub spreads
+	// that moment over a short random window): every store and the election stop waiting out
+	// their back-off and resume at once.
+	Returned func() <-chan struct{}
 	// Tee, if set, sees every list and watch response the stores receive (the hub keeps a copy in
 	// its cache); it may replace resp.Body with one that passes the bytes through.
 	Tee func(req *http.Request, resp *http.Response)
@@ -139,7 +143,7 @@ func (p *Pool) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			}
-			st.run(ctx, p.pick, p.log)
+			st.run(ctx, p.pick, p.cfg.Returned, p.log)
 		}()
 	}
 	p.role()

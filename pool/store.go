@@ -34,6 +34,8 @@ type Store struct {
 	wake       chan struct{} // closed at each change
 	apiVersion string
 	kind       string
+
+	noWatchList watchListOff // upstreams that refused a watch-list
 }
 
 type event struct {
@@ -114,7 +116,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	}
 	s.objs, s.objBytes, s.relist = newm, size, false
 	for _, ev := range evs {
-		s.push(ev)
+		s.push(ev, len(evs)) // the whole difference stays in the window: its watches carry on
 	}
 	if listRV > s.rv {
 		s.rv = listRV
@@ -144,7 +146,7 @@ func (s *Store) apply(typ string, o *object) {
 	if typ == wire.EventModified {
 		ev.prev = old.selectable()
 	}
-	s.push(ev)
+	s.push(ev, 0)
 	if o.rv > s.rv {
 		s.rv = o.rv
 	}
@@ -173,8 +175,10 @@ func (s *Store) needsList() bool {
 	return !s.synced || s.relist
 }
 
-// push appends an event to the window and drops the oldest beyond its bounds (lock held).
-func (s *Store) push(ev event) {
+// push appends an event to the window and drops the oldest beyond its bounds, but keeps at least
+// the last keep events whatever their bounds (a relist's difference, handed to the watches as one
+// batch: trimming it would send every watch back to list) (lock held).
+func (s *Store) push(ev event, keep int) {
 	if n := len(s.events); n > 0 && ev.rv < s.events[n-1].rv {
 		ev.rv = s.events[n-1].rv // keep the window ordered whatever an upstream does
 	}
@@ -187,7 +191,7 @@ func (s *Store) push(ev event) {
 	if maxB <= 0 {
 		maxB = 2 << 20
 	}
-	for len(s.events) > 1 && (len(s.events) > maxN || s.eventBytes > maxB) {
+	for len(s.events) > max(1, keep) && (len(s.events) > maxN || s.eventBytes > maxB) {
 		s.floor = s.events[0].rv
 		s.eventBytes -= int64(len(s.events[0].obj.raw))
 		s.events[0] = event{}

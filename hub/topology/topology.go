@@ -23,6 +23,10 @@ import (
 // Source is the topology of this node: a filter.Topology, and the pool's members as OpenYurt's
 // NodePool names them. Build it with New, keep it current with Run.
 type Source struct {
+	// Returned, if set (before Run), returns a channel closed when the cloud came back: the
+	// informers end their back-off then (listwatch.Loop.Wake).
+	Returned func() <-chan struct{}
+
 	poolName string
 	fetch    listwatch.Fetch
 	log      *slog.Logger
@@ -235,7 +239,7 @@ func (t *Source) informer(ctx context.Context, path, resource string, onList fun
 	if strings.Contains(path, "?") {
 		sep = "&"
 	}
-	listwatch.Run(ctx, time.Second, 30*time.Second, func(ctx context.Context) (<-chan struct{}, error) {
+	listwatch.Loop{First: time.Second, Most: 30 * time.Second, Wake: t.Returned}.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
 		var items [][]byte
 		meta, err := listwatch.List(ctx, fetch, path, func(raw []byte) error { items = append(items, raw); return nil })
 		if err == nil {
