@@ -62,8 +62,8 @@ type fakeCloud struct {
 	slow   chan struct{} // closed to release the slow get
 	inSlow chan struct{} // a slow get arrived
 
-	mu   sync.Mutex
-	reqs []seen
+	mu       sync.Mutex
+	reqs     []seen
 	fail     string // when set, every answer is a 502 of this content type
 	throttle bool   // every answer is the apiserver's 429 with Retry-After
 }
