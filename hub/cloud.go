@@ -19,25 +19,51 @@ import (
 // and query ("/api/v1/pods?..."); a healthy server chosen by the balancer answers, with the node's
 // identity, a watch on a streaming connection. The node lease's heartbeat is the exception: it
 // goes to each server through that server's own Backend.
-type cloudClient struct{ balancer *remote.Balancer }
+type cloudClient struct {
+	balancer *remote.Balancer
+	metrics  *hubMetrics
+}
 
 // RoundTrip implements http.RoundTripper.
 func (c cloudClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	stream := req.URL.Query().Get("watch") != ""
-	return c.balancer.Send(remote.Route{Identity: remote.Node, Stream: stream}, req)
+	purpose := "own"
+	if req.Header.Get("User-Agent") == "nodehub/pool" {
+		purpose = "pool"
+	}
+	return countPurpose(c.metrics, purpose, req)(c.balancer.Send(remote.Route{Identity: remote.Node, Stream: stream}, req))
+}
+
+// countPurpose counts a request's body and its answer's as purpose (nodehub_cloud_bytes_total).
+func countPurpose(m *hubMetrics, purpose string, req *http.Request) func(*http.Response, error) (*http.Response, error) {
+	return func(resp *http.Response, err error) (*http.Response, error) {
+		if m == nil {
+			return resp, err
+		}
+		if req.ContentLength > 0 {
+			m.purposeFunc(purpose, "sent")(int(req.ContentLength))
+		}
+		if err == nil {
+			resp.Body = &countingBody{ReadCloser: resp.Body, add: m.purposeFunc(purpose, "received")}
+		}
+		return resp, err
+	}
 }
 
 // serverAsNode is one server reached as the node, for the node lease's heartbeat: an
 // http.RoundTripper of path-only requests like cloudClient, but to that server only.
-type serverAsNode struct{ b *remote.Backend }
+type serverAsNode struct {
+	b       *remote.Backend
+	metrics *hubMetrics
+}
 
 // RoundTrip implements http.RoundTripper.
 func (n serverAsNode) RoundTrip(req *http.Request) (*http.Response, error) {
-	return n.b.RoundTrip(remote.Route{Identity: remote.Node}, req)
+	return countPurpose(n.metrics, "heartbeat", req)(n.b.RoundTrip(remote.Route{Identity: remote.Node}, req))
 }
 
 // cloud returns the hub's cloud client.
-func (s *Server) cloud() cloudClient { return cloudClient{s.balancer} }
+func (s *Server) cloud() cloudClient { return cloudClient{s.balancer, s.metrics} }
 
 // errOffline ends a watch of the hub's own readers when the cloud is unreachable.
 var errOffline = errors.New("hub: the cloud is unreachable")

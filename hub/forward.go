@@ -119,6 +119,17 @@ func (s *Server) respond(resp *http.Response) error {
 	if q.chain != nil && resp.StatusCode == http.StatusOK {
 		s.filter(q.chain, ri, resp)
 	}
+	if req := resp.Request; req != nil && req.ContentLength > 0 {
+		s.metrics.purposeFunc("proxied", "sent")(int(req.ContentLength))
+	}
+	if q.id == remote.Node && q.chain == nil {
+		switch {
+		case s.isOwnNodeGet(ri):
+			s.node.fromGet(resp) // the cloud's own bytes, before the condition is set
+		case s.isOwnNodeWatch(ri):
+			s.node.track(resp)
+		}
+	}
 	if s.auto != nil && q.local != nil && q.local.Shared && s.isOwnNodeGet(ri) {
 		s.auto.Response(resp) // before the cache: it keeps what kubelet received
 	}

@@ -57,6 +57,7 @@ type Server struct {
 
 	tokens *tokens.Store       // ServiceAccount tokens the cloud issued, for offline token requests
 	auto   *autonomy.Condition // the node's Autonomy condition; nil without a cache
+	node   nodeCopy            // the node as a live watch of it keeps it (nodecopy.go)
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -93,7 +94,9 @@ func New(cfg Config) (*Server, error) {
 	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
 	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
 	s.checker = &remote.Checker{
-		Probe:            func(ctx context.Context, b *remote.Backend) error { return s.lease.Heartbeat(ctx, serverAsNode{b}) },
+		Probe: func(ctx context.Context, b *remote.Backend) error {
+			return s.lease.Heartbeat(ctx, serverAsNode{b, s.metrics})
+		},
 		Interval:         cfg.HeartbeatInterval,
 		Timeout:          cfg.HeartbeatTimeout,
 		FailedRetry:      cfg.HeartbeatFailed,

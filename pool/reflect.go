@@ -166,7 +166,21 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 	}
 	path := s.res.url(q)
 	var items []*object
+	var quiet *time.Timer
+	if initial {
+		// An upstream that ignores sendInitialEvents (an apiserver before v1.27) answers a plain
+		// watch, which from a resourceVersion with nothing new says nothing at all: a watch-list
+		// that says nothing for initialSilence is taken for one.
+		wctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		quiet = time.AfterFunc(initialSilence, func() { cancel(errNoWatchList) })
+		defer quiet.Stop()
+		ctx = wctx
+	}
 	err := listwatch.Watch(ctx, up.Fetch, path, up.Silence, func(ev wire.WatchEvent) error {
+		if quiet != nil {
+			quiet.Stop()
+		}
 		switch ev.Type {
 		case wire.EventError:
 			return errGone // the apiserver's in-stream error is its 410 Expired
@@ -197,11 +211,17 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 		s.apply(ev.Type, o)
 		return nil
 	})
-	if errors.Is(err, errGone) || listwatch.IsGone(err) {
+	if initial && ctx.Err() != nil && errors.Is(context.Cause(ctx), errNoWatchList) {
+		err = errNoWatchList
+	}
+	gone := errors.Is(err, errGone) || listwatch.IsGone(err)
+	if gone && !initial {
 		s.expire()
 		return errGone
 	}
-	if initial && (errors.Is(err, errNoWatchList) || refusedWatchList(err)) {
+	// A watch-list "not older than" never expires: a 410 means the upstream took it for a plain
+	// watch.
+	if initial && (gone || errors.Is(err, errNoWatchList) || refusedWatchList(err)) {
 		s.noWatchList.set(up.Name)
 		return fmt.Errorf("pool: %s does not serve watch-lists of %s (%v): %w", up.Name, s.res, err, errListInstead)
 	}
@@ -210,6 +230,11 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 	}
 	return nil // the watch's timeout: watch again from where the store is
 }
+
+// initialSilence is how long a watch-list may say nothing before the upstream is taken for one
+// that ignores sendInitialEvents (a real one sends the first event, or the bookmark of an empty
+// collection, at once).
+const initialSilence = 10 * time.Second
 
 // errListInstead: the upstream does not serve watch-lists, the store lists at once (not the
 // upstream's fault).
