@@ -86,6 +86,7 @@ func (e *elector) round(st *Store, now time.Time) {
 		return // not listed yet (or no RBAC to): no leader, every store reads the cloud
 	}
 	suspect, _, _ := strings.Cut(e.p.takeSuspect(), "@")
+	current, _, _ := strings.Cut(e.p.currentLeader(), "@")
 	members, why := e.membership()
 	if members == nil && !e.p.cfg.SelfDeclared {
 		e.refuse(why, now)
@@ -128,8 +129,8 @@ func (e *elector) round(st *Store, now time.Time) {
 		if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
 			dur = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 		}
-		if now.Sub(r.at) > dur {
-			continue
+		if now.Sub(r.at) > dur && (l.Name != current || !e.p.keepExpired(l.Name == e.p.cfg.NodeName, dur)) {
+			continue // dead, unless it is the leader and nothing says so but its lease (keepExpired)
 		}
 		if best == "" || l.Name < best {
 			best, bestAddr = l.Name, addr

@@ -81,3 +81,77 @@ func TestNodePoolResourceURL(t *testing.T) {
 		t.Fatal(u)
 	}
 }
+
+// An expired lease is no proof of death when the renewals could not be seen (a region-wide cut):
+// a follower keeps its leader until the leader itself fails it over the pool port; the leader
+// keeps itself while it cannot reach the cloud and for a lease duration after the return, then
+// steps down if its lease is still not renewed.
+func TestElectionKeepsAnExpiredLeaderThatAnswers(t *testing.T) {
+	online := false
+	newPool := func(self string) *Pool {
+		p, err := New(Config{Mode: ModeLease, NodeName: self, PoolName: "p", Addr: "10.0.0.9:10269", SelfDeclared: true,
+			Online: func() bool { return online },
+			Cloud:  func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t0 := time.Now()
+	st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"})
+	st.replace([]*object{lease(t, "edge-1", "10.0.0.1:10269", t0), lease(t, "edge-2", "10.0.0.2:10269", t0), lease(t, "edge-3", "10.0.0.3:10269", t0)}, 5, "coordination.k8s.io/v1", "Lease")
+
+	// A follower (edge-3).
+	p := newPool("edge-3")
+	e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}}
+	e.round(st, t0)
+	if p.leader != "edge-1@10.0.0.1:10269" {
+		t.Fatalf("leader %q, want edge-1", p.leader)
+	}
+	later := t0.Add(2 * time.Minute) // every lease expired in this hub's view: the cut
+	e.round(st, later)
+	if p.leader != "edge-1@10.0.0.1:10269" {
+		t.Fatalf("offline, every lease expired: leader %q, want edge-1 kept", p.leader)
+	}
+	p.leaderFailed(p.leader, fmt.Errorf("connection refused"))
+	if !p.failedAt.IsZero() {
+		t.Fatal("offline, a failing leader sent the stores to an unreachable cloud")
+	}
+	online = true
+	e.round(st, later)
+	if p.leader != "edge-1@10.0.0.1:10269" {
+		t.Fatalf("back online, edge-1's lease not renewed yet: leader %q, want edge-1 kept while it answers", p.leader)
+	}
+	p.leaderFailed(p.leader, fmt.Errorf("connection refused"))
+	if up, _ := p.pick(); up.Name != "cloud" {
+		t.Fatalf("online, the leader unreachable: upstream %q, want the cloud", up.Name)
+	}
+	e.round(st, later)
+	if p.leader != "" {
+		t.Fatalf("the expired leader failed this hub: leader %q, want none (every other lease expired)", p.leader)
+	}
+
+	// The leader (edge-1) itself.
+	online = false
+	p = newPool("edge-1")
+	e = &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}}
+	e.round(st, t0)
+	if !p.Leading() {
+		t.Fatal("edge-1 does not lead")
+	}
+	e.round(st, later)
+	if !p.Leading() {
+		t.Fatal("cut off, its own lease expired: the leader stepped down")
+	}
+	online = true
+	p.returned = time.Now()
+	e.round(st, later)
+	if !p.Leading() {
+		t.Fatal("just after the return: the leader stepped down before its heartbeat could renew")
+	}
+	p.returned = time.Now().Add(-time.Minute)
+	e.round(st, later)
+	if p.Leading() {
+		t.Fatal("a lease duration after the return, still not renewed: the leader kept leading")
+	}
+}

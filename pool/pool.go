@@ -88,6 +88,7 @@ type Pool struct {
 	failedAt time.Time // when the current leader last failed this follower
 	since    time.Time // when the current leader was learnt
 	suspect  string    // a leader that failed this hub, for the election to pass over
+	returned time.Time // when the cloud last came back (Config.Returned)
 	kick     chan struct{}
 	changed  chan struct{}
 	decided  chan struct{} // closed once the pool's leader is first known (or given up on)
@@ -146,6 +147,10 @@ func (p *Pool) Run(ctx context.Context) {
 			st.run(ctx, p.pick, p.cfg.Returned, p.log)
 		}()
 	}
+	if p.cfg.Returned != nil && p.cfg.Mode != ModeOff {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.noteReturns(ctx) }()
+	}
 	p.role()
 	switch p.cfg.Mode {
 	case ModeLease:
@@ -199,14 +204,36 @@ func (p *Pool) pick() (Upstream, <-chan struct{}) {
 
 func (p *Pool) decide() { p.once.Do(func() { close(p.decided) }) }
 
+// noteReturns records when the cloud comes back, until ctx ends.
+func (p *Pool) noteReturns(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.cfg.Returned():
+			p.mu.Lock()
+			p.returned = time.Now()
+			p.mu.Unlock()
+		}
+	}
+}
+
 // leaderFailed sends every store to the cloud for retryLeader, unless the leader changed since.
 // A leader elected just now that answers with an error (it may still be listing from the cloud)
-// is given LeaderTimeout; one that cannot be reached is given up at once.
+// is given LeaderTimeout, and one that answers just after this hub's link came back (it may not
+// have seen the cloud return yet: a region-wide cut ends for everyone within a few heartbeats)
+// three; one that cannot be reached is given up at once. While this hub cannot reach the cloud
+// itself, the leader is never given up for the cloud: it is the better bet (a region-wide cut
+// ends for the leader too, and its followers keep reading from it through the return).
 func (p *Pool) leaderFailed(leader string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.online() {
+		return
+	}
 	var answered *listwatch.StatusError
-	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) && time.Since(p.since) < p.cfg.LeaderTimeout {
+	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) &&
+		(time.Since(p.since) < p.cfg.LeaderTimeout || time.Since(p.returned) < 3*p.cfg.LeaderTimeout) {
 		return
 	}
 	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
@@ -217,6 +244,29 @@ func (p *Pool) leaderFailed(leader string, err error) {
 	case p.kick <- struct{}{}: // the election looks again now
 	default:
 	}
+}
+
+// keepExpired reports whether the current leader, whose lease this hub sees expired (renewals
+// not seen for its duration), stays leader. An expired lease is no proof of death when the
+// renewals could not be seen: a follower keeps a leader until it fails this hub (leaderFailed:
+// unreachable, silent, or no longer leading — asked over the pool port, not the cloud); a
+// leader keeps itself while it cannot reach the cloud and for one lease duration after the
+// cloud came back (its own renewal resumes with its heartbeat), then steps down if its lease is
+// still not renewed (a dead kubelet: the hub stops renewing).
+func (p *Pool) keepExpired(self bool, dur time.Duration) bool {
+	if !self {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.online() || time.Since(p.returned) < dur
+}
+
+// currentLeader is the pool's leader as this hub last decided (holder identity, "" none).
+func (p *Pool) currentLeader() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader
 }
 
 // takeSuspect returns (and forgets) the leader that last failed this hub.
