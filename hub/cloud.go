@@ -69,7 +69,8 @@ func (s *Server) cloud() cloudClient { return cloudClient{s.balancer, s.metrics}
 var errOffline = errors.New("hub: the cloud is unreachable")
 
 // ownFetch returns how one of the hub's own readers (named component, as in its User-Agent
-// "nodehub/<component>") reads the cloud: as the node through the cloud client while the cloud is
+// "nodehub/<component>") reads the cloud: a list or watch of a pool-scope resource from the
+// shared store once it holds one (fromStore); else as the node through the cloud client while the cloud is
 // reachable, each 200 answer teed into the cache as the hub's own (cache.SelfComponent); while
 // it is not, a get or list is answered from that cache and a watch waits for the cloud to come
 // back, then fails so the reader lists again.
@@ -84,6 +85,9 @@ func (s *Server) ownFetch(component string) listwatch.Fetch {
 		ri, err := wire.ParseRequest(req)
 		if err != nil {
 			return nil, err
+		}
+		if st := s.pool.Store(ri); st != nil {
+			return fromStore(req, ri, st), nil
 		}
 		if !s.state.Online() && s.local != nil {
 			if ri.Verb == wire.VerbWatch {

@@ -753,3 +753,44 @@ func TestProxyPoolScopeListsFromTheSharedStore(t *testing.T) {
 		}
 	}
 }
+
+// The hub's own readers (the topology source) read a pool-scope resource from the shared store
+// once it holds one: nothing is read from the cloud twice, and after an outage they resume from
+// the store.
+func TestOwnReadersReadTheSharedStore(t *testing.T) {
+	f := newProxyFixture(t, func(c *Config) {
+		c.Pool.Resources = []pool.Resource{{Version: "v1", Resource: "services"}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.hub.pool.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
+	for deadline := time.Now().Add(30 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shared store did not sync")
+		}
+	}
+	f.cloud.took()
+	fetch := f.hub.ownFetch("topology")
+	resp, err := fetch(ctx, "/api/v1/services?resourceVersion=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"kubernetes"`) {
+		t.Fatalf("own list: %d %s", resp.StatusCode, body)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	resp, err = fetch(wctx, "/api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=4")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("own watch: %v %v", resp, err)
+	}
+	wcancel()
+	resp.Body.Close()
+	for _, r := range f.cloud.took() {
+		if r.ua == "nodehub/topology" {
+			t.Fatalf("the cloud got the topology's %s %s", r.method, r.uri)
+		}
+	}
+}

@@ -262,6 +262,16 @@ func (p *Pool) keepExpired(self bool, dur time.Duration) bool {
 	return !p.online() || time.Since(p.returned) < dur
 }
 
+// leadingFor is how long this hub has led (an hour and more when it does not lead).
+func (p *Pool) leadingFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.leading {
+		return time.Hour
+	}
+	return time.Since(p.since)
+}
+
 // currentLeader is the pool's leader as this hub last decided (holder identity, "" none).
 func (p *Pool) currentLeader() string {
 	p.mu.Lock()

@@ -140,6 +140,21 @@ func (l *Lease) stamp(lease *wire.Lease) {
 	}
 	lease.Labels = merged(lease.Labels, l.Labels)
 	lease.Annotations = merged(lease.Annotations, l.Annotations)
+	l.mu.Lock()
+	for k, v := range l.marks {
+		if cur, there := lease.Labels[k]; v == "" && !there || v != "" && cur == v {
+			continue
+		}
+		out := make(map[string]string, len(lease.Labels)+1)
+		maps.Copy(out, lease.Labels)
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+		lease.Labels = out
+	}
+	l.mu.Unlock()
 }
 
 // merged returns a copy of m with add's entries set (m itself when add is empty: m may be shared).

@@ -401,3 +401,34 @@ func TestNewerRV(t *testing.T) {
 		}
 	}
 }
+
+// A label the hub sets while it runs (the pool leader's mark) goes on with the next renewal (the
+// whole lease: more than the renew time changed) and comes off again the same way.
+func TestHeartbeatSetsAndRemovesAMark(t *testing.T) {
+	l, _, cloud, rt, _ := newTestLease(t)
+	ctx := context.Background()
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	cloud.took()
+	l.SetLabel("lead", "p1")
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "PUT" || cloud.lease.Labels["lead"] != "p1" {
+		t.Fatalf("setting the mark sent %s, labels %v", got, cloud.lease.Labels)
+	}
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "PATCH" {
+		t.Fatalf("the next renewal sent %s, want PATCH", got)
+	}
+	l.SetLabel("lead", "")
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if _, there := cloud.lease.Labels["lead"]; there {
+		t.Fatalf("the mark stayed: %v", cloud.lease.Labels)
+	}
+}
