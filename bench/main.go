@@ -27,6 +27,9 @@ type options struct {
 	sizes                           bool
 	cpuprofile                      string
 	only                            string
+	cloudSizes                      string
+	cloudIdle, cloudCut             time.Duration
+	cloudServices                   int
 }
 
 func main() {
@@ -47,7 +50,11 @@ func main() {
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
-	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud or kubelet")
+	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, kubelet or cloud")
+	flag.StringVar(&o.cloudSizes, "cloud-sizes", "10,30", "the cloud section's pool sizes (hubs)")
+	flag.DurationVar(&o.cloudIdle, "cloud-idle", 2*time.Minute, "how long the cloud section measures idle uplink")
+	flag.DurationVar(&o.cloudCut, "cloud-cut", 100*time.Second, "how long the cloud section black-holes the link (past the apiserver's ~75 s watch history)")
+	flag.IntVar(&o.cloudServices, "cloud-services", 500, "services (each with a 10-endpoint EndpointSlice) in the cloud section")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -201,6 +208,11 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "kubelet" {
 		if err := benchKubelet(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "cloud" {
+		if err := benchCloud(e, o); err != nil {
 			return err
 		}
 	}
