@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"nodehub/cache"
 	"nodehub/hub/local"
@@ -65,6 +66,10 @@ func (n serverAsNode) RoundTrip(req *http.Request) (*http.Response, error) {
 // cloud returns the hub's cloud client.
 func (s *Server) cloud() cloudClient { return cloudClient{s.balancer, s.metrics} }
 
+// storeWait is how long one of the hub's own reads of a pool-scope resource waits for the shared
+// store's first list before it reads the cloud itself.
+const storeWait = 30 * time.Second
+
 // errOffline ends a watch of the hub's own readers when the cloud is unreachable.
 var errOffline = errors.New("hub: the cloud is unreachable")
 
@@ -85,6 +90,17 @@ func (s *Server) ownFetch(component string) listwatch.Fetch {
 		ri, err := wire.ParseRequest(req)
 		if err != nil {
 			return nil, err
+		}
+		if st := s.pool.Pending(ri); st != nil && s.state.Online() {
+			// The shared store is reading the same resource right now: wait for it (a while)
+			// rather than read it from the cloud a second time (bytes, and memory at start).
+			t := time.NewTimer(storeWait)
+			select {
+			case <-st.FirstSynced():
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
 		}
 		if st := s.pool.Store(ri); st != nil {
 			return fromStore(req, ri, st), nil

@@ -179,6 +179,19 @@ func (p *Pool) Store(ri *wire.RequestInfo) *Store {
 	return st
 }
 
+// Pending returns the store of the resource a list or watch addresses while it has not synced
+// yet (nil when there is none, or it has): a reader that can wait for it reads nothing twice.
+func (p *Pool) Pending(ri *wire.RequestInfo) *Store {
+	if p == nil || !ri.IsResource || ri.Subresource != "" || ri.Name != "" || ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch {
+		return nil
+	}
+	st := p.stores[Of(ri)]
+	if st == nil || st.Synced() {
+		return nil
+	}
+	return st
+}
+
 // Stores returns the stores, for metrics.
 func (p *Pool) Stores() map[Resource]*Store { return p.stores }
 

@@ -25,6 +25,7 @@ type Store struct {
 	objs       map[string]*object // by namespace/name
 	rv         uint64             // the store's resourceVersion
 	synced     bool               // a list has been applied
+	listed     chan struct{}      // closed when the first list is applied
 	relist     bool               // the upstream said the store's resourceVersion is too old
 	events     []event            // ascending resourceVersions
 	first      uint64             // sequence number of events[0]
@@ -53,7 +54,7 @@ var errNotSynced = errors.New("pool: store not synced yet")
 
 // NewStore returns an empty store of res.
 func NewStore(res Resource) *Store {
-	return &Store{res: res, objs: map[string]*object{}, wake: make(chan struct{})}
+	return &Store{res: res, objs: map[string]*object{}, wake: make(chan struct{}), listed: make(chan struct{})}
 }
 
 // Synced reports whether the store holds a list to serve.
@@ -62,6 +63,9 @@ func (s *Store) Synced() bool {
 	defer s.mu.RUnlock()
 	return s.synced
 }
+
+// FirstSynced returns a channel closed once the store holds its first list.
+func (s *Store) FirstSynced() <-chan struct{} { return s.listed }
 
 // ResourceVersion is the store's resourceVersion (0 before the first list).
 func (s *Store) ResourceVersion() uint64 {
@@ -95,6 +99,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	}
 	if !s.synced {
 		s.objs, s.objBytes, s.rv, s.floor, s.synced, s.relist = newm, size, listRV, listRV, true, false
+		close(s.listed)
 		s.notify()
 		return
 	}
