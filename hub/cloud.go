@@ -58,9 +58,11 @@ type serverAsNode struct {
 	metrics *hubMetrics
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. The heartbeat goes over the server's HTTP/2 connection
+// (the watches'): its headers are compressed against the previous heartbeat's (HPACK), ~0.3 KB
+// less each way than HTTP/1.1's, 8,640 times a day; and its verdict is that connection's.
 func (n serverAsNode) RoundTrip(req *http.Request) (*http.Response, error) {
-	return countPurpose(n.metrics, "heartbeat", req)(n.b.RoundTrip(remote.Route{Identity: remote.Node}, req))
+	return countPurpose(n.metrics, "heartbeat", req)(n.b.RoundTrip(remote.Route{Identity: remote.Node, Stream: true}, req))
 }
 
 // cloud returns the hub's cloud client.

@@ -26,6 +26,7 @@ type cloudState struct {
 	// returned is closed a random moment within returnSpread after the cloud turned reachable:
 	// the hub's own list-watch loops (pool stores, election, topology) end their back-off then.
 	returned chan struct{}
+	since    time.Time // when it last turned Healthy
 }
 
 // returnSpread is the window over which a hub spreads its first requests after the cloud came
@@ -76,6 +77,13 @@ func (s *cloudState) Returned() <-chan struct{} {
 	return s.returned
 }
 
+// OnlineSince is when the cloud last turned reachable (zero before it ever did).
+func (s *cloudState) OnlineSince() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.since
+}
+
 // onlinePeriod returns a context that ends when the cloud next turns offline.
 func (s *cloudState) onlinePeriod() context.Context {
 	s.mu.Lock()
@@ -115,6 +123,7 @@ func (s *cloudState) set(st remote.State) bool {
 		s.period, s.cancel = context.WithCancel(context.Background())
 	}
 	if st == remote.Healthy {
+		s.since = time.Now()
 		ch := s.returned
 		s.returned = make(chan struct{})
 		time.AfterFunc(rand.N(returnSpread), func() { close(ch) })

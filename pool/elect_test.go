@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodehub/listwatch"
 	"nodehub/wire"
 )
 
@@ -235,5 +236,30 @@ func TestElectionKeepsAnExpiredLeaderThatAnswers(t *testing.T) {
 func TestNodePoolResourceURL(t *testing.T) {
 	if u := nodePoolResource("pool a").url("watch=1"); u != "/apis/apps.openyurt.io/v1beta2/nodepools?watch=1&fieldSelector=metadata.name%3Dpool+a" {
 		t.Fatal(u)
+	}
+}
+
+// Just back from a cut, a follower whose leader answers that it cannot reach the cloud yet (it
+// comes back a little later) waits for it instead of reading the cloud itself; a follower online
+// for long goes to the cloud at once.
+func TestFollowerWaitsForALeaderComingBack(t *testing.T) {
+	back := time.Now()
+	p, err := New(Config{Mode: ModeLease, NodeName: "edge-3", PoolName: "p", Addr: "10.0.0.3:10269", LeaderTimeout: 5 * time.Second,
+		OnlineSince: func() time.Time { return back },
+		Cloud:       func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.setLeader("edge-1@10.0.0.1:10269", false)
+	p.since = time.Now().Add(-time.Hour)
+	cut := &listwatch.StatusError{Code: http.StatusServiceUnavailable, RetryAfter: time.Second}
+	p.leaderFailed(p.leader, cut)
+	if up, _ := p.pick(); up.Name == "cloud" {
+		t.Fatal("just back, the leader's 503 sent the stores to the cloud")
+	}
+	back = time.Now().Add(-time.Minute)
+	p.leaderFailed(p.leader, cut)
+	if up, _ := p.pick(); up.Name != "cloud" {
+		t.Fatalf("online for a minute, the leader cut off: upstream %q, want the cloud", up.Name)
 	}
 }

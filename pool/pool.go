@@ -66,6 +66,8 @@ type Config struct {
 	// that moment over a short random window): every store and the election stop waiting out
 	// their back-off and resume at once.
 	Returned func() <-chan struct{}
+	// OnlineSince, if set, is when the cloud last turned reachable (zero: never, or unknown).
+	OnlineSince func() time.Time
 	// Tee, if set, sees every list and watch response the stores receive (the hub keeps a copy in
 	// its cache); it may replace resp.Body with one that passes the bytes through.
 	Tee func(req *http.Request, resp *http.Response)
@@ -246,7 +248,7 @@ func (p *Pool) leaderFailed(leader string, err error) {
 	}
 	var answered *listwatch.StatusError
 	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) &&
-		(time.Since(p.since) < p.cfg.LeaderTimeout || time.Since(p.returned) < 3*p.cfg.LeaderTimeout) {
+		(time.Since(p.since) < p.cfg.LeaderTimeout || time.Since(p.backSince()) < 3*p.cfg.LeaderTimeout) {
 		return
 	}
 	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
@@ -272,7 +274,19 @@ func (p *Pool) keepExpired(self bool, dur time.Duration) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.online() || time.Since(p.returned) < dur
+	return !p.online() || time.Since(p.backSince()) < dur
+}
+
+// backSince is when this hub last found the cloud reachable again (lock held): the moment its
+// health turned healthy (Config.OnlineSince), or the spread wake-up after it.
+func (p *Pool) backSince() time.Time {
+	t := p.returned
+	if p.cfg.OnlineSince != nil {
+		if s := p.cfg.OnlineSince(); s.After(t) {
+			t = s
+		}
+	}
+	return t
 }
 
 // leadingFor is how long this hub has led (an hour and more when it does not lead).
