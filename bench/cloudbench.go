@@ -69,7 +69,7 @@ func benchCloud(e *env, o options) error {
 			}
 			edges = append(edges, ed)
 		}
-		for _, mode := range []string{"node", "lease"} {
+		for _, mode := range strings.Split(o.cloudModes, ",") {
 			if err := cloudRun(e, o, mode, ns, edges[:n]); err != nil {
 				return fmt.Errorf("cloud %s N=%d: %w", mode, n, err)
 			}

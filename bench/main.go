@@ -27,7 +27,7 @@ type options struct {
 	sizes                           bool
 	cpuprofile                      string
 	only                            string
-	cloudSizes                      string
+	cloudSizes, cloudModes          string
 	cloudIdle, cloudCut             time.Duration
 	cloudServices                   int
 }
@@ -52,6 +52,7 @@ func main() {
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
 	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, kubelet or cloud")
 	flag.StringVar(&o.cloudSizes, "cloud-sizes", "10,30", "the cloud section's pool sizes (hubs)")
+	flag.StringVar(&o.cloudModes, "cloud-modes", "node,lease", "the cloud section's sharing modes")
 	flag.DurationVar(&o.cloudIdle, "cloud-idle", 2*time.Minute, "how long the cloud section measures idle uplink")
 	flag.DurationVar(&o.cloudCut, "cloud-cut", 100*time.Second, "how long the cloud section black-holes the link (past the apiserver's ~75 s watch history)")
 	flag.IntVar(&o.cloudServices, "cloud-services", 500, "services (each with a 10-endpoint EndpointSlice) in the cloud section")
