@@ -58,6 +58,12 @@ func RetryAfter(err error) time.Duration {
 	return se.RetryAfter
 }
 
+// refused reports whether err is an answer 403 Forbidden or 404 Not Found.
+func refused(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && (se.Code == http.StatusForbidden || se.Code == http.StatusNotFound)
+}
+
 // maxRetryAfter bounds a Retry-After the loop honours: a server's figure is a hint, not a lease
 // on the hub's freshness.
 const maxRetryAfter = 5 * time.Minute
@@ -160,6 +166,10 @@ type Loop struct {
 	// First and Most bound the back-off after a failure: it starts at First and doubles up to
 	// Most.
 	First, Most time.Duration
+	// Refused, if set, is the back-off after an answer 403 or 404 (an API the cluster does not
+	// serve, or this identity may not read): such answers do not change by the minute, and each
+	// retry costs the link a request and an error. Default Most.
+	Refused time.Duration
 	// Wake, if set, returns a channel closed when every loop should stop waiting out its back-off
 	// (the cloud turned reachable again: the hub spreads that moment over a short random window
 	// so a region's gateways do not all come back in the same instant). It does not cut short a
@@ -194,7 +204,11 @@ func (l Loop) Run(ctx context.Context, step func(ctx context.Context) (wake <-ch
 			}
 			continue
 		}
-		t := time.NewTimer(backoff)
+		wait := backoff
+		if l.Refused > 0 && refused(err) {
+			wait = max(backoff, l.Refused)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -170,3 +170,35 @@ func TestLoopHonoursRetryAfter(t *testing.T) {
 		t.Fatalf("retried after %v, want ≥ the server's 1s", at[1].Sub(at[0]))
 	}
 }
+
+// A 403 or 404 (an API the cluster does not serve) is retried after Refused, not Most.
+func TestLoopRefusedBackOff(t *testing.T) {
+	if !refused(&StatusError{Code: http.StatusNotFound}) || !refused(&StatusError{Code: http.StatusForbidden}) || refused(&StatusError{Code: http.StatusGone}) || refused(errors.New("x")) {
+		t.Fatal("refused: 403 and 404 only")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan struct{})
+	calls := make(chan struct{}, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Loop{First: time.Millisecond, Most: time.Millisecond, Refused: time.Hour, Wake: func() <-chan struct{} { return returned }}.Run(ctx, func(context.Context) (<-chan struct{}, error) {
+			select {
+			case calls <- struct{}{}:
+			default:
+			}
+			return nil, &StatusError{Code: http.StatusNotFound}
+		})
+	}()
+	<-calls
+	select {
+	case <-calls:
+		t.Fatal("a 404 was retried after Most, not Refused")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(returned) // the cloud's return still wakes it
+	<-calls
+	cancel()
+	<-done
+}

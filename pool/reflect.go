@@ -63,7 +63,7 @@ var errGone = errors.New("pool: upstream expired the resourceVersion")
 // set, ends the loop's back-off when the cloud comes back (listwatch.Loop.Wake).
 func (s *Store) run(ctx context.Context, pick Picker, wake func() <-chan struct{}, log *slog.Logger) {
 	failures := 0
-	loop := listwatch.Loop{First: 250 * time.Millisecond, Most: 30 * time.Second, Wake: wake}
+	loop := listwatch.Loop{First: 250 * time.Millisecond, Most: 30 * time.Second, Refused: s.Refused, Wake: wake}
 	loop.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
 		up, changed := pick()
 		uctx, cancel := context.WithCancel(ctx)

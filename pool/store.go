@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"time"
 
 	"nodehub/wire"
 )
@@ -20,6 +21,8 @@ type Store struct {
 	// gets 410 Expired and re-lists (from this store: no cloud traffic).
 	MaxEvents     int
 	MaxEventBytes int64
+	// Refused, if set, is the back-off of its loop after a 403 or 404 (listwatch.Loop.Refused).
+	Refused time.Duration
 
 	mu         sync.RWMutex
 	objs       map[string]*object // by namespace/name
