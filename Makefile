@@ -42,7 +42,8 @@ FUZZ_TARGETS := \
 	wire:FuzzWatchSplitters wire:FuzzJSONMember wire:FuzzExtractMeta wire:FuzzConvert wire:FuzzDecodeProtoWatchEvent \
 	wire:FuzzSelector hub/local:FuzzApplyPatch \
 	wire:FuzzReadNodeFacts hub/tokens:FuzzDecode hub/tokens:FuzzJWTExpiry \
-	hub/certs:FuzzParseYAML hub/certs:FuzzClusterInfo hub/certs:FuzzKubeconfig hub/identity:FuzzOf
+	hub/certs:FuzzParseYAML hub/certs:FuzzClusterInfo hub/certs:FuzzKubeconfig hub/identity:FuzzOf \
+	hub/endpointfix:FuzzCorrections
 # make test: a short run of each (seconds); make fuzz: a long one (FUZZ_EXECS each, ~minutes).
 FUZZ_SHORT ?= 20000
 FUZZ_EXECS ?= 2000000

@@ -50,7 +50,7 @@ func main() {
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
-	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, kubelet or cloud")
+	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints, kubelet or cloud")
 	flag.StringVar(&o.cloudSizes, "cloud-sizes", "10,30", "the cloud section's pool sizes (hubs)")
 	flag.StringVar(&o.cloudModes, "cloud-modes", "node,lease", "the cloud section's sharing modes")
 	flag.DurationVar(&o.cloudIdle, "cloud-idle", 2*time.Minute, "how long the cloud section measures idle uplink")
@@ -204,6 +204,11 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "brokencloud" {
 		if err := benchBrokenCloud(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "endpoints" {
+		if err := benchEndpoints(e, o); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -9,7 +11,8 @@ import (
 )
 
 // benchOffline measures the offline proxy: LIST latency of the node's pods from the cache
-// (protobuf as kubelet asks, and JSON, which is converted), the time from exec of a hub started
+// (protobuf as kubelet asks, and JSON, which is converted), the latency of kubelet's watch-list of
+// them (client-go ≥ 1.35 lists so) to its initial-events-end bookmark, the time from exec of a hub started
 // offline to its first cached answer, and the time from a black-holed cloud to the first cached
 // answer with default flags.
 func benchOffline(e *env, o options) error {
@@ -29,11 +32,18 @@ func benchOffline(e *env, o options) error {
 	}
 	list := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 30 * time.Second}
+	wcl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} // a watch holds its connection; leaving one closes it
 	if _, err := timeGetAs(cl, h.ProxyURL+list, "application/vnd.kubernetes.protobuf"); err != nil {
 		return err
 	}
 	if _, err := timeGetAsUA(cl, h.ProxyURL+list, "application/json", "json-agent/1"); err != nil {
 		return err
+	}
+	// kubelet ≥ 1.35 lists by watch-list: one through the hub online, kept as the list.
+	watchList := list + "&watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=300"
+	_, onNode, err := timeWatchList(wcl, h.ProxyURL+watchList, "application/vnd.kubernetes.protobuf,application/json", kubeletUA)
+	if err != nil {
+		return fmt.Errorf("online watch-list: %w", err)
 	}
 	settle(h)
 
@@ -68,6 +78,22 @@ func benchOffline(e *env, o options) error {
 		}
 		fmt.Printf("offline LIST pods (%s)\t%v\t%v\n", q.name, pct(ds, 50), pct(ds, 99))
 	}
+	// kubelet's watch-list of its pods, protobuf: from the request to the initial-events-end
+	// bookmark (every pod as ADDED before it), on a connection of its own as a watch has.
+	var ds []time.Duration
+	for i := 0; i < 520; i++ {
+		d, n, err := timeWatchList(wcl, h.ProxyURL+watchList, "application/vnd.kubernetes.protobuf,application/json", kubeletUA)
+		if err != nil {
+			return err
+		}
+		if n != onNode {
+			return fmt.Errorf("offline watch-list: %d pods, online %d", n, onNode)
+		}
+		if i >= 20 {
+			ds = append(ds, d)
+		}
+	}
+	fmt.Printf("offline watch-list of %d pods (protobuf, kubelet's, to the initial-events-end bookmark)\t%v\t%v\n", onNode, pct(ds, 50), pct(ds, 99))
 	h.Stop()
 
 	// A hub started while the cloud is unreachable answers from the cache at once.
@@ -90,4 +116,40 @@ func benchOffline(e *env, o options) error {
 	}
 	fmt.Printf("exec_to_first_offline_answer\t%v\n", first.Round(time.Millisecond))
 	return nil
+}
+
+// initialEventsEnd is the annotation of the bookmark that ends a watch-list's initial events.
+var initialEventsEnd = []byte("k8s.io/initial-events-end")
+
+// timeWatchList sends a watch-list and reads it up to the initial-events-end bookmark (found in
+// the stream's bytes, JSON or protobuf), then leaves; it returns the time that took and the ADDED
+// events before it.
+func timeWatchList(cl *http.Client, url, accept, ua string) (time.Duration, int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", ua)
+	start := time.Now()
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	var got []byte
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		from := max(0, len(got)-len(initialEventsEnd))
+		got = append(got, buf[:n]...)
+		if bytes.Contains(got[from:], initialEventsEnd) {
+			return time.Since(start), bytes.Count(got, []byte("ADDED")), nil
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: ended before its initial-events-end bookmark: %v", url, err)
+		}
+	}
 }

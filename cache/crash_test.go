@@ -89,13 +89,26 @@ func TestKilledWriterNeverLeavesAValidButWrongFile(t *testing.T) {
 			}
 			close(lines)
 		}()
-		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
+		// The kill waits on the child's progress, not on the clock: the child has synced at least
+		// write 0, 50 or 100 (chosen at random) before a random few milliseconds more, so every
+		// round writes something however loaded the machine is, and some rounds write every key.
 		synced := -1
-		for l := range lines {
+		readSynced := func(l string) {
 			if n, ok := strings.CutPrefix(l, "synced "); ok {
 				synced, _ = strconv.Atoi(n)
 			}
+		}
+		for target := 50 * rand.IntN(3); synced < target; {
+			l, ok := <-lines
+			if !ok {
+				break
+			}
+			readSynced(l)
+		}
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		for l := range lines {
+			readSynced(l)
 		}
 		err := cmd.Wait()
 		var ee *exec.ExitError

@@ -102,7 +102,8 @@ func (m *Manager) Tee(ri *wire.RequestInfo, owner string, resp *http.Response) i
 	if err != nil {
 		return nil
 	}
-	st := &Stream{w: m.Writer, r: r, kind: kind, media: media, gzip: enc == "gzip", sel: sel, page: ri.Continue != ""}
+	st := &Stream{w: m.Writer, r: r, kind: kind, media: media, gzip: enc == "gzip", sel: sel, page: ri.Continue != "",
+		watchList: kind == StreamWatch && ri.SendInitialEvents}
 	return &teeBody{rc: resp.Body, st: st}
 }
 

@@ -18,6 +18,14 @@
 // (where each owner's record of each object is, and its resourceVersion), never the objects: reads
 // come from the file, and the page cache does the caching.
 //
+// A list is recorded from a LIST's answer at its end, or from a watch-list's (a watch with
+// sendInitialEvents, client-go's list since 1.35) at the BOOKMARK annotated k8s.io/initial-events-end
+// that ends its ADDED events: the same record either way (owner, resource, namespace, selectors,
+// the answer's resourceVersion, its keys), and the scope reconciled the same way (what the answer no
+// longer holds leaves, unless another list holds it). An answer cut before its end records nothing;
+// the list recorded before stays as it was. The events of a watch keep the objects current and move
+// its list's resourceVersion with its bookmarks; a watch never creates a list otherwise.
+//
 // Bodies of 256 bytes or more are stored compressed with their header (compress.go, lz.go) when
 // that saves an eighth: what the cloud sent is what is read back, byte for byte.
 //

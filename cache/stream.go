@@ -24,14 +24,18 @@ const (
 // Stream is one response being teed into the cache. The client's goroutine calls Write and End;
 // everything else happens on the resource's writer goroutine.
 type Stream struct {
-	w      *Writer
-	r      Resource
-	kind   int
-	media  wire.MediaType
-	gzip   bool
-	sel    wire.Selector
-	page   bool // a list page (limit/continue): its items are kept, its scope not reconciled
-	broken atomic.Bool
+	w     *Writer
+	r     Resource
+	kind  int
+	media wire.MediaType
+	gzip  bool
+	sel   wire.Selector
+	page  bool // a list page (limit/continue): its items are kept, its scope not reconciled
+	// watchList is a watch with sendInitialEvents (a watch-list, client-go's list since 1.35):
+	// its ADDED events up to the BOOKMARK annotated k8s.io/initial-events-end are a list, recorded
+	// and reconciled at that bookmark as a LIST's answer is at its end.
+	watchList bool
+	broken    atomic.Bool
 	// q is the queue the stream's last chunk went to: the next goes there too without a look-up
 	// in the writer's map, unless the queue was retired meanwhile.
 	q atomic.Pointer[queue]
@@ -50,6 +54,7 @@ type Stream struct {
 	listMeta  wire.ListMeta
 	failed    bool
 	unchanged bool // a re-list whose answer is what the cache already holds
+	listed    bool // a watch-list's initial events have ended (or can no longer be a list)
 }
 
 // Write hands a copy of p to the resource's queue. It never blocks; when the queue budget is
@@ -107,6 +112,9 @@ func (st *Stream) parse(b *batch, data []byte) {
 		_, err = st.list.Write(data)
 	case StreamWatch:
 		if st.watch == nil {
+			if st.watchList && !st.listed {
+				st.seen = map[string]bool{}
+			}
 			st.watch = wire.NewWatchSplitter(st.media, func(ev wire.WatchEvent) error { return st.cur.event(st, ev) })
 		}
 		_, err = st.watch.Write(data)
@@ -275,6 +283,12 @@ func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
 	case wire.EventAdded, wire.EventModified:
 		return b.put(st, ev.Object)
 	case wire.EventBookmark:
+		if st.watchList && !st.listed {
+			if wire.EndsInitialEvents(ev.Object) {
+				return b.endInitial(st, ev.Object)
+			}
+			return nil // mid-list: the recorded list moves on when this one is whole, not before
+		}
 		if m, err := wire.ExtractMeta(ev.Object, b.r.Resource); err == nil && m.ResourceVersion != "" {
 			if b.bookmarks == nil {
 				b.bookmarks = map[listScope]string{}
@@ -294,6 +308,9 @@ func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
 			return nil
 		}
 		p := &pend{key: Key{Resource: b.r, Namespace: m.Namespace, Name: m.Name}, del: true, h: headerFor(m, "")}
+		if st.seen != nil {
+			delete(st.seen, p.key.ID())
+		}
 		if !st.sel.Everything() {
 			sel := st.sel
 			p.scoped = &sel
@@ -303,6 +320,44 @@ func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
 		}
 	}
 	return nil
+}
+
+// endInitial records a watch-list's initial events as the list of its scope, at the
+// resourceVersion of the bookmark that ends them (which names the items' type too, so an empty
+// list is answered): exactly what a LIST with the same selectors records at its end, its objects
+// written first, then the scope reconciled (what the list no longer holds leaves). The events
+// after it keep the list current as a watch after a LIST does. A watch-list cut before this
+// bookmark records nothing, and the list recorded before stays as it was.
+func (b *batch) endInitial(st *Stream, obj []byte) error {
+	st.listed = true
+	m, err := wire.ExtractMeta(obj, b.r.Resource)
+	if err != nil || m.ResourceVersion == "" {
+		st.seen = nil
+		b.w.fail(b.r, fmt.Errorf("cache: %s: the initial-events-end bookmark has no resourceVersion: %v", b.r, err))
+		return nil
+	}
+	st.listMeta = wire.ListMeta{APIVersion: m.APIVersion, Kind: m.Kind + "List", ResourceVersion: m.ResourceVersion}
+	b.flush() // the items first, so the reconcile sees them
+	if rec, err := b.w.store.List(b.r, st.sel.Namespace, st.sel.LabelSelector, st.sel.FieldSelector); err == nil && rec.Complete && !b.full &&
+		rec.ResourceVersion == m.ResourceVersion && sameKeys(rec.Keys, st.seen) {
+		st.seen = nil
+		return nil // the list as recorded: nothing to write (a LIST's answer skips it as "unchanged")
+	}
+	b.w.fail(b.r, b.reconcile(st))
+	return nil
+}
+
+// sameKeys reports whether a recorded list's keys are the set seen.
+func sameKeys(keys []string, seen map[string]bool) bool {
+	if len(keys) != len(seen) {
+		return false
+	}
+	for _, k := range keys {
+		if !seen[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // flush writes the pending objects: an object whose resourceVersion is not newer than the stored

@@ -271,18 +271,22 @@ func (w *Writer) Flush(ctx context.Context) error {
 	}
 }
 
-func (w *Writer) idle() bool {
+func (w *Writer) idle() bool { return w.Busy() == 0 }
+
+// Busy returns how many queues have work not yet written (queued, or pending until Delay has
+// passed). Zero means everything teed so far is in the store's files.
+func (w *Writer) Busy() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	n := 0
 	for _, q := range w.queues {
 		q.mu.Lock()
-		busy := q.running
-		q.mu.Unlock()
-		if busy {
-			return false
+		if q.running {
+			n++
 		}
+		q.mu.Unlock()
 	}
-	return true
+	return n
 }
 
 // Close stops taking new data, writes what waits (without waiting out Delay) and returns when

@@ -22,6 +22,10 @@ import (
 type Config struct {
 	// NodeName is this node's name (default: the host name, lower-cased).
 	NodeName string
+	// EndpointsReturnBound is how long after the cloud's return the node's endpoints may still be
+	// served as kubelet reported them offline, while the cloud catches up (default 2 minutes;
+	// hub/endpointfix).
+	EndpointsReturnBound time.Duration
 	// NodePoolName is this node's pool ("" none): the servicetopology filter and pool sharing use it.
 	NodePoolName string
 	// Servers are the cloud kube-apiservers, "https://host:port" or "host:port" (required).

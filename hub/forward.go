@@ -136,6 +136,7 @@ func (s *Server) respond(resp *http.Response) error {
 	if q.local == nil {
 		return nil // no cache
 	}
+	s.watchStatusWrite(q, resp)
 	s.keep(ri, s.learn(q, resp), resp)
 	return nil
 }

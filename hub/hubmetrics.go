@@ -105,6 +105,7 @@ func (m *hubMetrics) watchCache(c *cache.Manager) {
 	m.reg.NewGaugeFunc("nodehub_cache_bytes", "Bytes the cache's files take.", func() float64 { return float64(c.Store.Size()) })
 	m.reg.NewGaugeFunc("nodehub_cache_max_bytes", "The --cache-max-bytes limit (0: none).", func() float64 { return float64(c.Writer.MaxBytes) })
 	m.reg.NewGaugeFunc("nodehub_cache_queued_bytes", "Bytes waiting in the cache writer queues.", func() float64 { return float64(c.Writer.Queued()) })
+	m.reg.NewGaugeFunc("nodehub_cache_writer_busy_queues", "Cache writer queues with data not yet written to the files (0: everything teed so far is written).", func() float64 { return float64(c.Writer.Busy()) })
 	m.reg.NewCounterFunc("nodehub_cache_syncs_total", "sync rounds that made cache writes durable (an fdatasync of each log written since the last).", func() float64 { return float64(c.Store.Stats().Syncs) })
 	m.reg.NewCounterFunc("nodehub_cache_written_bytes_total", "Bytes written to cache files.", func() float64 { return float64(c.Store.Stats().BytesWritten) })
 	m.reg.NewCounterFunc("nodehub_cache_files_written_total", "Cache records (and discovery files) written.", func() float64 { return float64(c.Store.Stats().FilesWritten) })

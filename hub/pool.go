@@ -54,8 +54,8 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
 		ServingCert: s.cfg.ServingCert,
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: onRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
-		Returned:     s.state.Returned,
-		SelfDeclared: pc.SelfDeclared,
+		Returned: s.state.Returned, OnlineSince: s.state.OnlineSince,
+		SelfDeclared: pc.SelfDeclared, OnNotes: s.poolNotes(),
 	})
 }
 
@@ -74,7 +74,7 @@ func (s *Server) poolTee(req *http.Request, resp *http.Response) {
 // store (routePool), each object through the request's filter chain.
 func (s *Server) servePool(q *proxyRequest) {
 	ri := q.ri
-	sv := pool.Serving{Info: ri}
+	sv := pool.Serving{Info: ri, Revisions: s.fixRevisions(ri)}
 	if chain := q.chain; chain != nil {
 		sv.Transform = func(raw []byte) ([]byte, bool) {
 			out, v := chain.Apply(raw)

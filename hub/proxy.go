@@ -216,7 +216,8 @@ func (s *Server) route(q *proxyRequest) route {
 // cloud.
 func (s *Server) coldRead(r *http.Request, lreq *local.Request) bool {
 	v := lreq.Info.Verb
-	if v != wire.VerbGet && v != wire.VerbList || !s.local.CanAnswer(r, lreq) {
+	read := v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && lreq.Info.SendInitialEvents // a watch-list is a list
+	if !read || !s.local.CanAnswer(r, lreq) {
 		return false
 	}
 	return s.state.settle(r.Context()) != remote.Healthy
@@ -233,7 +234,7 @@ func (s *Server) serveLocal(q *proxyRequest) {
 // chain uses servicetopology ends when the topology changes: the client re-lists and gets
 // re-filtered slices.
 func (s *Server) chainFor(q *proxyRequest) {
-	q.chain = s.filters.For(q.ri)
+	q.chain = s.fixChain(q, s.filters.For(q.ri))
 	if q.chain == nil {
 		return
 	}

@@ -68,6 +68,8 @@ type fakeCloud struct {
 	reqs     []seen
 	fail     string // when set, every answer is a 502 of this content type
 	throttle bool   // every answer is the apiserver's 429 with Retry-After
+	// handle, when set, answers first; false leaves the request to the answers above.
+	handle func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func newFakeCloud(t *testing.T) *fakeCloud {
@@ -86,8 +88,11 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.reqs = append(c.reqs, seen{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("User-Agent"), r.TLS != nil && len(r.TLS.PeerCertificates) > 0})
-	fail, throttle := c.fail, c.throttle
+	fail, throttle, handle := c.fail, c.throttle, c.handle
 	c.mu.Unlock()
+	if handle != nil && handle(w, r) {
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case throttle:

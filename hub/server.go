@@ -22,6 +22,7 @@ import (
 	"nodehub/filter"
 	"nodehub/hub/autonomy"
 	"nodehub/hub/dummyif"
+	"nodehub/hub/endpointfix"
 	"nodehub/hub/identity"
 	"nodehub/hub/local"
 	"nodehub/hub/metrics"
@@ -58,6 +59,7 @@ type Server struct {
 	tokens *tokens.Store       // ServiceAccount tokens the cloud issued, for offline token requests
 	auto   *autonomy.Condition // the node's Autonomy condition; nil without a cache
 	node   nodeCopy            // the node as a live watch of it keeps it (nodecopy.go)
+	fix    *endpointfix.Fixer  // the node's endpoints as kubelet reports them; nil without a cache
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -131,6 +133,7 @@ func New(cfg Config) (*Server, error) {
 		s.metrics.watchCache(s.cache)
 		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.ids.Vouch, Log: cfg.Log,
 			KubeletNode: s.auto.Node}
+		s.newFixer()
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	s.topo.Returned = s.state.Returned
@@ -226,6 +229,13 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.checker.Run(ctx, s.balancer.Backends)
 	go s.ids.Run(ctx)
 	go s.tokens.Run(ctx)
+	if s.fix != nil && s.pool != nil && s.cfg.Pool.Mode != pool.ModeOff {
+		go s.shareReports(ctx)
+	}
+	if s.fix != nil {
+		go s.fix.Run(ctx, endpointfix.Link{Online: s.state.Online, Changed: s.state.Changed, OnLost: s.findGone,
+			Lost: func() bool { return s.state.get() == remote.Unhealthy }})
+	}
 	if s.filters.Uses("servicetopology") {
 		go s.topo.Run(ctx)
 	}

@@ -64,6 +64,10 @@ func nodeOnly(cs tls.ConnectionState) error {
 
 // servePeer answers a follower's list or watch from this leader's stores.
 func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == NotesPath {
+		p.serveNotes(w, r)
+		return
+	}
 	ri, err := wire.ParseRequest(r)
 	if err != nil {
 		wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusBadRequest, err.Error())

@@ -71,6 +71,9 @@ type Config struct {
 	// Tee, if set, sees every list and watch response the stores receive (the hub keeps a copy in
 	// its cache); it may replace resp.Body with one that passes the bytes through.
 	Tee func(req *http.Request, resp *http.Response)
+	// OnNotes, if set (and Mode is not off), is told the pool's notes (notes.go), by node,
+	// whenever they change.
+	OnNotes func(map[string][]byte)
 }
 
 // retryLeader is how long a follower reads from the cloud after its leader failed it before it
@@ -95,6 +98,7 @@ type Pool struct {
 	changed  chan struct{}
 	decided  chan struct{} // closed once the pool's leader is first known (or given up on)
 	once     sync.Once
+	notes    *noteBoard
 }
 
 // New prepares the stores; nothing runs until Run.
@@ -114,7 +118,7 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.Mode != ModeOff && (cfg.Addr == "" || cfg.PoolName == "") {
 		return nil, errors.New("pool: a pool mode needs the pool's name and this hub's pool address")
 	}
-	p := &Pool{cfg: cfg, stores: map[Resource]*Store{}, log: cfg.Log, changed: make(chan struct{}), decided: make(chan struct{}), kick: make(chan struct{}, 1)}
+	p := &Pool{cfg: cfg, stores: map[Resource]*Store{}, log: cfg.Log, changed: make(chan struct{}), decided: make(chan struct{}), kick: make(chan struct{}, 1), notes: newNoteBoard()}
 	for _, r := range cfg.Resources {
 		p.stores[r] = NewStore(r)
 	}
@@ -154,6 +158,10 @@ func (p *Pool) Run(ctx context.Context) {
 		go func() { defer wg.Done(); p.noteReturns(ctx) }()
 	}
 	p.role()
+	if p.cfg.Mode != ModeOff {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.runNotes(ctx) }()
+	}
 	switch p.cfg.Mode {
 	case ModeLease:
 		wg.Add(1)

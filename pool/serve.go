@@ -26,6 +26,20 @@ type Serving struct {
 	// Alive, if set, is asked at every bookmark: false ends the watch (a leader cut off from the
 	// cloud must not reassure its followers with bookmarks over stale data).
 	Alive func() bool
+	// Revisions, if set, change what the client is served apart from the store (the hub's
+	// corrections of its node's endpoints): a watch sends what they change as MODIFIED.
+	Revisions Revisions
+}
+
+// Revisions are changes to served objects that do not come from the store. Transform already
+// applies the revision of the moment; a watch learns from Pass what changed since it last looked.
+type Revisions interface {
+	// Served takes the revision of the moment as sent (a watch's initial events).
+	Served() func(raw []byte) []byte
+	// Pass begins a pass over the objects a watch serves: fn returns an object as revised now and
+	// whether that differs from what the watch sent before; next is closed at the next revision.
+	// fn is nil when nothing can have changed.
+	Pass() (fn func(raw []byte) ([]byte, bool), next <-chan struct{})
 }
 
 // ServeList answers a list from the store: every object the namespace and selectors select, in
@@ -155,6 +169,9 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 	}
 	ww := wire.StartWatch(w, pb, 0)
 	ww.APIVersion, ww.Kind = s.itemType()
+	if sv.Revisions != nil && initial {
+		sv.Revisions.Served() // the initial events go through Transform, which revises them
+	}
 	for _, o := range objs {
 		if raw, ok := sv.out(o, sel, pb); ok && !ww.Send(wire.EventAdded, raw) {
 			return
@@ -197,7 +214,15 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 		if len(evs) > 0 && !ww.Flush() {
 			return
 		}
+		var revised <-chan struct{}
+		if sv.Revisions != nil {
+			var ok bool
+			if revised, ok = s.revise(ww, sv, sel, pb); !ok {
+				return
+			}
+		}
 		select {
+		case <-revised:
 		case <-r.Context().Done():
 			return
 		case <-end.C:
@@ -215,6 +240,42 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 			}
 		}
 	}
+}
+
+// revise sends, as MODIFIED, every object of the client's selection that a revision changed
+// since the watch last looked (through Transform, as every object it is sent).
+func (s *Store) revise(ww *wire.WatchWriter, sv Serving, sel wire.Selector, pb bool) (<-chan struct{}, bool) {
+	fn, next := sv.Revisions.Pass()
+	if fn == nil {
+		return next, true
+	}
+	objs, _, _, err := s.snapshot()
+	if err != nil {
+		return next, true
+	}
+	sent := false
+	for _, o := range objs {
+		if !o.matches(sel) {
+			continue
+		}
+		raw, moved := fn(o.raw)
+		if !moved {
+			continue
+		}
+		if sv.Transform != nil {
+			var drop bool
+			if raw, drop = sv.Transform(raw); drop {
+				continue
+			}
+		}
+		if raw, err := wire.Convert(raw, pb); err == nil {
+			if !ww.Send(wire.EventModified, raw) {
+				return next, false
+			}
+			sent = true
+		}
+	}
+	return next, !sent || ww.Flush()
 }
 
 // event returns what one store event becomes for this client: an object that enters its

@@ -88,6 +88,18 @@ func BookmarkObject(apiVersion, kind, rv string, initialEnd, protobuf bool) []by
 	return []byte(`{"kind":` + quote(kind) + `,"apiVersion":` + quote(apiVersion) + `,"metadata":{"resourceVersion":` + quote(rv) + ann + `}}`)
 }
 
+// EndsInitialEvents reports whether a BOOKMARK's object carries the k8s.io/initial-events-end
+// annotation: the watch-list's initial events (its list) are all sent. A bookmark object is
+// small (a type, a resourceVersion, this annotation); its metadata is decoded only when the
+// annotation's name is in its bytes.
+func EndsInitialEvents(obj []byte) bool {
+	if !bytes.Contains(obj, []byte(InitialEventsEnd)) {
+		return false
+	}
+	om, err := ObjectMeta(obj)
+	return err == nil && om.Annotations[InitialEventsEnd] == "true"
+}
+
 // ObjectMeta decodes just an object's metadata from its raw bytes.
 func ObjectMeta(raw []byte) (metav1.ObjectMeta, error) {
 	var om metav1.ObjectMeta

@@ -52,6 +52,12 @@ type Proxy struct {
 	// Default DefaultWriteTimeout (30 s).
 	WriteTimeout time.Duration
 
+	// Revisions, if set, returns the revisions of what a request is served that do not come from
+	// the cache (the hub's corrections of this node's endpoints), or nil; Applied, if set, is told
+	// each change applied offline (the object as now cached).
+	Revisions func(ri *wire.RequestInfo) Revisions
+	Applied   func(ri *wire.RequestInfo, obj []byte)
+
 	slotsOnce sync.Once
 	slots     chan struct{}
 }

@@ -53,7 +53,7 @@ func (p *Proxy) get(w http.ResponseWriter, req *Request) {
 		writeBody(w, http.StatusOK, f.contentType(false), body)
 		return
 	}
-	body, pb, err := encodeItem(it.Body, f, req.Accept)
+	body, pb, err := encodeItem(rewritten(p.served(req.Info), it.Body), f, req.Accept)
 	if err != nil {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: "+err.Error())
 		return
@@ -171,7 +171,6 @@ func (e *statusError) Error() string { return e.msg }
 // so memory does not grow with the list (JSON in one pass; protobuf, whose envelope announces
 // the list's length, in two: one to size, one to write).
 func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
-	ri := req.Info
 	f, ok := choose(req.Accept)
 	if !ok {
 		p.status(w, req, http.StatusNotAcceptable, "nodehub: none of the accepted media types can be served offline")
@@ -186,28 +185,38 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
-	if ri.Component == "kubelet" && ri.Resource == "pods" && ri.Group == "" {
-		// Kubelet's pod list (small: the node's pods) is read once before it is answered, so
-		// that one kubelet would act on wrongly is never started.
-		res, err := p.each(pl, func(cache.Item) error { return nil })
-		if err != nil {
-			p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
-			return
-		}
-		if !kubeletCanUse(pl, res) {
-			p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
-			return
-		}
+	if !p.kubeletMayList(w, req, pl) {
+		return
 	}
 	if f.meta {
 		p.metaList(w, req, pl, f)
 		return
 	}
+	rewrite := p.served(req.Info) // one view for the whole answer (protobuf reads the items twice)
 	if pl.format(f, req.Accept) {
-		p.protoList(w, req, pl)
+		p.protoList(w, req, pl, rewrite)
 		return
 	}
-	p.jsonList(w, pl)
+	p.jsonList(w, pl, rewrite)
+}
+
+// kubeletMayList answers kubelet's list of pods (a LIST, or a watch-list's initial events) with
+// an error and says false when kubelet must not be given it. The list (small: the node's pods) is
+// read once before it is answered, so that one kubelet would act on wrongly is never started.
+func (p *Proxy) kubeletMayList(w http.ResponseWriter, req *Request, pl *listPlan) bool {
+	if ri := req.Info; ri.Component != "kubelet" || ri.Resource != "pods" || ri.Group != "" {
+		return true
+	}
+	res, err := p.each(pl, func(cache.Item) error { return nil })
+	if err != nil {
+		p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
+		return false
+	}
+	if !kubeletCanUse(pl, res) {
+		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
+		return false
+	}
+	return true
 }
 
 // kubeletCanUse reports whether kubelet may be given this pod list: an empty one makes kubelet
@@ -258,13 +267,13 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
-func (p *Proxy) jsonList(w http.ResponseWriter, pl *listPlan) {
+func (p *Proxy) jsonList(w http.ResponseWriter, pl *listPlan, rewrite func([]byte) []byte) {
 	defer clearWriteDeadline(w)
 	bw := p.startList(w, format{}.contentType(false), -1)
 	_, _ = bw.Write(wire.JSONListHead(pl.av, pl.kind))
 	n := 0
 	res, err := p.each(pl, func(it cache.Item) error {
-		raw, err := wire.Convert(it.Body, false)
+		raw, err := wire.Convert(rewritten(rewrite, it.Body), false)
 		if err != nil {
 			p.log().Debug("offline list: item skipped", "name", it.Header.Name, "err", err)
 			return nil
@@ -297,11 +306,11 @@ func itemKey(h *cache.Header) uint64 {
 	return f.Sum64()
 }
 
-func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan) {
+func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan, rewrite func([]byte) []byte) {
 	var items []sized
 	total := 0
 	res, err := p.each(pl, func(it cache.Item) error {
-		n, err := wire.ProtoItemSize(it.Body)
+		n, err := wire.ProtoItemSize(rewritten(rewrite, it.Body))
 		if err != nil {
 			p.log().Debug("offline list: item skipped", "name", it.Header.Name, "err", err)
 			return nil
@@ -337,7 +346,7 @@ func (p *Proxy) protoList(w http.ResponseWriter, req *Request, pl *listPlan) {
 			return nil
 		}
 		next = at + 1
-		msg, err := wire.ProtoItem(it.Body)
+		msg, err := wire.ProtoItem(rewritten(rewrite, it.Body))
 		if err != nil || len(msg) != items[at].n {
 			return nil
 		}
@@ -398,15 +407,18 @@ func (p *Proxy) discovery(w http.ResponseWriter, r *http.Request, req *Request) 
 	p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and "+r.URL.Path+" was never cached")
 }
 
-// CanAnswer reports whether the cache holds an answer to a get or list. The hub asks it when the
-// cloud is slow to answer, to decide whether to stop waiting.
+// CanAnswer reports whether the cache holds an answer to a get or list (a watch-list's initial
+// events too). The hub asks it when the cloud is slow to answer, to decide whether to stop waiting.
 func (p *Proxy) CanAnswer(r *http.Request, req *Request) bool {
 	p.resolve(r, req)
 	switch req.Info.Verb {
 	case wire.VerbGet:
 		_, _, err := p.lookup(req)
 		return err == nil
-	case wire.VerbList:
+	case wire.VerbList, wire.VerbWatch:
+		if req.Info.Verb == wire.VerbWatch && !req.Info.SendInitialEvents {
+			return false
+		}
 		pl, err := p.planList(req)
 		return err == nil && pl != nil
 	}

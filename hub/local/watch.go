@@ -1,7 +1,9 @@
 package local
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -23,11 +25,22 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
+	if ri.SendInitialEvents && !p.kubeletMayList(w, req, pl) {
+		return // a watch-list is kubelet's list since client-go 1.35: the same rules hold
+	}
+	if ri.SendInitialEvents && pl.kind == "" {
+		// Without the items' type there is no bookmark to end the initial events with, and a
+		// client would wait for it until its timeout: a clear error now, so it falls back.
+		p.status(w, req, http.StatusServiceUnavailable, fmt.Sprintf("nodehub: the cloud is unreachable and the cached list of %s does not name its kind", resourceName(ri)))
+		return
+	}
 	f.protobuf = pl.format(f, req.Accept)
-	ww := wire.StartWatch(w, f.protobuf, p.writeTimeout()) // a client that stops reading goes
+	// The initial events are a list: they go out through the list's buffer, flushed when full
+	// and at their bookmark, not one flush per object; the buffer goes with them.
+	bw := &burstWriter{ResponseWriter: w, bw: bufio.NewWriterSize(w, listBuffer)}
+	ww := wire.StartWatch(bw, f.protobuf, p.writeTimeout()) // a client that stops reading goes
 	defer ww.End()
 	ww.APIVersion, ww.Kind = pl.av, pl.kind
-	send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
 	// The initial events are read and sent one object at a time; the resourceVersion is the
 	// newest of them (without initial events, of a pass that reads them too).
 	gone := errors.New("local: watch client gone")
@@ -35,15 +48,20 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
+	rev := p.revisions(ri)
+	var rewrite func([]byte) []byte
+	if rev != nil && ri.SendInitialEvents {
+		rewrite = rev.Served()
+	}
 	res, err := p.each(pl, func(it cache.Item) error {
 		if !ri.SendInitialEvents {
 			return nil
 		}
-		obj, err := wire.Convert(it.Body, f.protobuf)
+		obj, err := wire.Convert(rewritten(rewrite, it.Body), f.protobuf)
 		if err != nil {
 			return nil
 		}
-		if !send(wire.EventAdded, obj) {
+		if !ww.Send(wire.EventAdded, obj) {
 			return gone
 		}
 		return nil
@@ -53,13 +71,10 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	rv := res.ResourceVersion
-	if ri.SendInitialEvents {
-		if ww.Kind != "" && !(ww.Bookmark(rv, true) && ww.Flush()) {
-			return
-		}
-	} else {
-		ww.Flush()
+	if ri.SendInitialEvents && ww.Kind != "" && !ww.Bookmark(rv, true) || !ww.Flush() {
+		return
 	}
+	bw.bw = nil
 
 	timeout := p.WatchTimeout
 	if timeout <= 0 {
@@ -81,7 +96,15 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		if p.Online != nil && p.Online() {
 			return // the cloud is back: end, so the client re-lists from it
 		}
+		var revised <-chan struct{}
+		if rev != nil {
+			send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
+			if revised, ok = p.revise(r, req, pl, rev, f.protobuf, send); !ok {
+				return
+			}
+		}
 		select {
+		case <-revised:
 		case <-r.Context().Done():
 			return
 		case <-end.C:
@@ -94,3 +117,29 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		}
 	}
 }
+
+// burstWriter buffers what is written while bw is set (a watch's initial events); FlushError
+// writes the buffer out and flushes the response, so http.ResponseController finds it.
+type burstWriter struct {
+	http.ResponseWriter
+	bw *bufio.Writer
+}
+
+func (b *burstWriter) Write(p []byte) (int, error) {
+	if b.bw != nil {
+		return b.bw.Write(p)
+	}
+	return b.ResponseWriter.Write(p)
+}
+
+func (b *burstWriter) FlushError() error {
+	if b.bw != nil {
+		if err := b.bw.Flush(); err != nil {
+			return err
+		}
+	}
+	return http.NewResponseController(b.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection (write deadlines).
+func (b *burstWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }

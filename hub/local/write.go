@@ -114,6 +114,9 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	p.log().Debug("offline change kept locally", "resource", ri.Resource, "name", m.Name)
+	if p.Applied != nil {
+		p.Applied(ri, result)
+	}
 	p.respondObject(w, req, http.StatusOK, result)
 }
 

@@ -51,10 +51,23 @@ func TestLoadBalancingRoundRobinAndPriorityWithFailover(t *testing.T) {
 		}
 	})
 
+	// Both subtests count from the moment both servers' first probes said healthy: which probe
+	// answers first at start is a race, and a request before both verdicts may go either way.
+	bothHealthy := func(t *testing.T, h *harness.Hub) (float64, float64) {
+		eventually(t, 30*time.Second, "both servers healthy", func() error {
+			if healthGauge(t, h, a) != 1 || healthGauge(t, h, b) != 1 {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+		return upstreamOK(t, h, a), upstreamOK(t, h, b)
+	}
+
 	t.Run("rr spreads", func(t *testing.T) {
 		h := startHub(t, "--lb-mode=rr")
+		a0, b0 := bothHealthy(t, h)
 		getNodes(t, h, 20)
-		na, nb := upstreamOK(t, h, a), upstreamOK(t, h, b)
+		na, nb := upstreamOK(t, h, a)-a0, upstreamOK(t, h, b)-b0
 		if na < 5 || nb < 5 {
 			t.Fatalf("rr sent %v requests to %s and %v to %s; want both well used", na, a.URL, nb, b.URL)
 		}
@@ -62,8 +75,9 @@ func TestLoadBalancingRoundRobinAndPriorityWithFailover(t *testing.T) {
 
 	t.Run("priority takes the first", func(t *testing.T) {
 		h := startHub(t, "--lb-mode=priority")
+		a0, b0 := bothHealthy(t, h)
 		getNodes(t, h, 20)
-		if na, nb := upstreamOK(t, h, a), upstreamOK(t, h, b); na < 20 || nb != 0 {
+		if na, nb := upstreamOK(t, h, a)-a0, upstreamOK(t, h, b)-b0; na < 20 || nb != 0 {
 			t.Fatalf("priority sent %v to the first server and %v to the second", na, nb)
 		}
 	})

@@ -193,7 +193,7 @@ func TestColdStartInBlackHole(t *testing.T) {
 	if _, err := kubelet.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the cache writer's batch reaches the disk
+	cacheWritten(t, h)
 	h.Stop()
 
 	if err := relay.BlackHole(); err != nil {
@@ -296,7 +296,7 @@ func TestSlowPodReadKeepsNodeOnline(t *testing.T) {
 	rv := strings.SplitN(strings.SplitN(body, `"resourceVersion":"`, 2)[1], `"`, 2)[0]
 	n, _ := strconv.ParseInt(rv, 10, 64)
 	future := strconv.FormatInt(n+1000000, 10)
-	time.Sleep(time.Second) // the list reaches the pod's cache
+	cacheWritten(t, h)
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -256,7 +256,7 @@ func TestHostileClients(t *testing.T) {
 			t.Fatalf("online, %s read pod-a's ConfigMap: %s", name, b)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond) // one --cache-sync-interval: the cache is written
+	cacheWritten(t, h)
 
 	// 6. Offline.
 	kl.phase.Store("going offline")

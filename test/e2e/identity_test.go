@@ -374,7 +374,7 @@ func TestOfflineServiceAccountIsolation(t *testing.T) {
 	if _, err := a2.CoreV1().ConfigMaps("identity-off").Get(ctx, "only-for-a", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // one --cache-sync-interval for the cache to write
+	cacheWritten(t, h)
 
 	relay.Refuse()
 	eventually(t, 20*time.Second, "hub offline", func() error {

@@ -122,7 +122,7 @@ func TestOfflineServiceAccountPoolScopeReads(t *testing.T) {
 			t.Fatalf("%s online informer: synced %v with %d slices", ua, ok, n)
 		}
 	}
-	time.Sleep(2 * time.Second) // the cache writes within --cache-sync-interval
+	cacheWritten(t, h)
 
 	check := func(when string, h *harness.Hub) {
 		t.Helper()
@@ -395,7 +395,7 @@ func TestAutonomyCondition(t *testing.T) {
 		if _, err := kubelet.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1500 * time.Millisecond) // the writer tries within --cache-sync-interval
+		cacheWritten(t, h)
 		n, err := kubelet.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -417,7 +417,7 @@ func TestAutonomyCondition(t *testing.T) {
 		if _, err := kubelet.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
 			return err
 		}
-		time.Sleep(1500 * time.Millisecond)
+		cacheWritten(t, h)
 		n, err := kubelet.CoreV1().Nodes().Get(ctx, harness.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -430,7 +430,7 @@ func TestAutonomyCondition(t *testing.T) {
 	expect("cache works again", kubelet, corev1.ConditionTrue, "autonomy enabled successfully", true)
 
 	// Offline: kubelet's node from the cache carries it.
-	time.Sleep(1500 * time.Millisecond)
+	cacheWritten(t, h)
 	blackHole(t, h, relay)
 	expect("offline", kubelet, corev1.ConditionTrue, "autonomy enabled successfully", false)
 	expect("offline, JSON", kubeletJSON, corev1.ConditionTrue, "autonomy enabled successfully", false)

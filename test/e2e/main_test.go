@@ -99,3 +99,13 @@ func eventually(t *testing.T, d time.Duration, what string, f func() error) {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// cacheWritten waits until everything h teed into its cache so far is in the cache's files.
+func cacheWritten(t *testing.T, h *harness.Hub) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := h.CacheWritten(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -179,3 +179,22 @@ func (h *Hub) Config(userAgent string, protobuf bool) *rest.Config {
 func (h *Hub) Client(userAgent string, protobuf bool) *kubernetes.Clientset {
 	return kubernetes.NewForConfigOrDie(h.Config(userAgent, protobuf))
 }
+
+// CacheWritten waits until everything the hub teed into its cache so far is in the cache's files
+// (the writer's queues are empty and none holds pending writes): a test that restarts or reads
+// the cache offline waits on this state, never on a sleep of one sync interval.
+func (h *Hub) CacheWritten(ctx context.Context) error {
+	for {
+		busy, err := h.Metric("nodehub_cache_writer_busy_queues")
+		if err == nil && busy == 0 {
+			if q, err := h.Metric("nodehub_cache_queued_bytes"); err == nil && q == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the hub's cache writes did not finish: %w (busy queues %v)", ctx.Err(), busy)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"nodehub/cache"
+	"nodehub/filter"
+	"nodehub/hub/endpointfix"
+	"nodehub/hub/local"
+	"nodehub/pool"
+	"nodehub/wire"
+)
+
+// The node's endpoints follow kubelet's reports while the cloud cannot hear them
+// (hub/endpointfix). The hooks: kubelet's status writes applied offline (local.Proxy.Applied) and
+// the offline copies in the cache at start feed the Fixer; the cloud's answers to kubelet's status
+// writes tell it the cloud caught up; every EndpointSlice answer goes through it — the cloud's and
+// the shared stores' through the request's chain (chainFor), the cache's through
+// local.Proxy.Revisions — and every open watch of slices sends what it changes as MODIFIED.
+
+// newFixer sets up the corrections (with a cache: they need the node's cached pods).
+func (s *Server) newFixer() {
+	if s.local == nil || s.cfg.NodeName == "" {
+		return
+	}
+	s.fix = endpointfix.New(s.cfg.NodeName, s.cfg.EndpointsReturnBound, s.log)
+	s.local.Applied = func(ri *wire.RequestInfo, obj []byte) {
+		if isPods(ri) && ri.Subresource == "status" {
+			s.fix.Reported(obj)
+		}
+	}
+	s.local.Revisions = func(ri *wire.RequestInfo) local.Revisions {
+		if !isSlices(ri) {
+			return nil
+		}
+		return s.fix.NewWatch()
+	}
+	s.metrics.reg.NewGaugeFunc("nodehub_endpoints_corrected", "Endpoints of this node's pods served as kubelet reported them rather than as the cloud's EndpointSlices say (while the cloud cannot hear kubelet, and after its return until it caught up).",
+		func() float64 { return float64(s.fix.Corrected()) })
+	s.loadReports()
+	if s.fix.Pods() > 0 {
+		// The cache holds kubelet's offline writes: the hub stopped offline and most likely
+		// starts so. Which pods kubelet does not run counts from the first answer too (they go
+		// back to the cloud's word once it answers).
+		s.findGone()
+	}
+}
+
+// loadReports gives the Fixer the node's pods whose status kubelet wrote offline and the cloud
+// has not replaced yet (the cache marks them local): a hub restarted offline corrects from its
+// first answer.
+func (s *Server) loadReports() {
+	store := s.cache.Store
+	sel, _ := wire.NewSelector("", "", "")
+	for _, owner := range store.Owners() {
+		if strings.Contains(owner, "@") {
+			continue
+		}
+		r := cache.Resource{Owner: owner, Version: "v1", Resource: "pods"}
+		_, _ = store.EachInList(r, sel, func(it cache.Item) error {
+			if it.Header.Local && it.Header.Fields["spec.nodeName"] == s.cfg.NodeName {
+				s.fix.Reported(it.Body)
+			}
+			return nil
+		})
+	}
+	if n := s.fix.Pods(); n > 0 {
+		s.log.Info("endpointfix: this node's endpoints follow kubelet's offline reports", "pods", n)
+	}
+}
+
+// findGone tells the Fixer which pods the cached EndpointSlices place on this node that kubelet's
+// cached pod list does not hold (it does not run them: not ready). Only when that list is whole:
+// a pod missing from a partial one may well run.
+func (s *Server) findGone() {
+	store := s.cache.Store
+	node := s.cfg.NodeName
+	onNode, err := wire.NewSelector("", "", "spec.nodeName="+node)
+	if err != nil {
+		return
+	}
+	known := map[string]string{}
+	whole := false
+	for _, owner := range store.Owners() {
+		if strings.Contains(owner, "@") {
+			continue
+		}
+		res, err := store.EachInList(cache.Resource{Owner: owner, Version: "v1", Resource: "pods"}, onNode, func(it cache.Item) error {
+			known[it.Header.Namespace+"/"+it.Header.Name] = it.Header.UID
+			return nil
+		})
+		whole = whole || err == nil && res.Record != nil && !res.Partial
+	}
+	if !whole {
+		return
+	}
+	all, _ := wire.NewSelector("", "", "")
+	seen := map[string]bool{}
+	for _, owner := range store.Owners() {
+		r := cache.Resource{Owner: owner, Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+		_, _ = store.EachInList(r, all, func(it cache.Item) error {
+			if seen[it.Header.Namespace+"/"+it.Header.Name] || !bytes.Contains(it.Body, []byte(node)) {
+				return nil
+			}
+			seen[it.Header.Namespace+"/"+it.Header.Name] = true
+			t, err := wire.Decode(it.Body)
+			if err != nil {
+				return nil
+			}
+			sl, ok := t.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return nil
+			}
+			for _, e := range sl.Endpoints {
+				ref := e.TargetRef
+				if e.NodeName == nil || *e.NodeName != node || ref == nil || ref.Kind != "Pod" {
+					continue
+				}
+				ns := ref.Namespace
+				if ns == "" {
+					ns = sl.Namespace
+				}
+				if uid, ok := known[ns+"/"+ref.Name]; !ok || ref.UID != "" && uid != "" && uid != string(ref.UID) {
+					s.fix.Gone(ns, ref.Name, string(ref.UID))
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// poolNotes is how the pool's other hubs' corrections reach the Fixer (nil without one): each
+// hub shares its node's reports through the pool's leader (pool's notes, filed under the node
+// its certificate names), and every hub corrects the endpoints on those nodes too.
+func (s *Server) poolNotes() func(map[string][]byte) {
+	if s.fix == nil {
+		return nil
+	}
+	return s.fix.SetForeign
+}
+
+// shareReports publishes this node's reports to the pool whenever they change, until ctx ends.
+func (s *Server) shareReports(ctx context.Context) {
+	for {
+		ch := s.fix.Changed()
+		s.pool.Publish(s.fix.Shared())
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+func isPods(ri *wire.RequestInfo) bool {
+	return ri.IsResource && ri.Group == "" && ri.Resource == "pods"
+}
+
+// isSlices: EndpointSlices or v1 Endpoints, what the Fixer corrects.
+func isSlices(ri *wire.RequestInfo) bool {
+	return ri.IsResource && ri.Subresource == "" &&
+		(ri.Group == "discovery.k8s.io" && ri.Resource == "endpointslices" || ri.Group == "" && ri.Resource == "endpoints")
+}
+
+// fixChain adds the corrections to a request's chain (every client's reads of EndpointSlices):
+// always for the shared stores, whose watches outlive an outage; for the cloud only while some
+// endpoint is corrected (a chain makes a list answer be read whole before it is sent).
+func (s *Server) fixChain(q *proxyRequest, c *filter.Chain) *filter.Chain {
+	if s.fix == nil || q.store == nil && !s.fix.Active() {
+		return c
+	}
+	return filter.With(c, q.ri, s.fix.Filter())
+}
+
+// fixRevisions are a shared store's watch's revisions, or nil.
+func (s *Server) fixRevisions(ri *wire.RequestInfo) pool.Revisions {
+	if s.fix == nil || !isSlices(ri) || ri.Verb != wire.VerbWatch {
+		return nil
+	}
+	return s.fix.NewWatch()
+}
+
+// maxStatusAnswer bounds the cloud's answer to a status write the Fixer reads (a pod).
+const maxStatusAnswer = 1 << 20
+
+// watchStatusWrite shows the Fixer the cloud's answer to kubelet's status write of a pod it
+// corrects: the cloud has kubelet's report now. Nothing is read when nothing is corrected.
+func (s *Server) watchStatusWrite(q *proxyRequest, resp *http.Response) {
+	ri := q.ri
+	if s.fix == nil || !s.fix.Active() || !q.local.Shared || !isPods(ri) || ri.Subresource != "status" ||
+		ri.Verb != wire.VerbPatch && ri.Verb != wire.VerbUpdate || resp.StatusCode/100 != 2 || resp.Header.Get("Content-Encoding") != "" {
+		return
+	}
+	resp.Body = &captureBody{ReadCloser: resp.Body, done: s.fix.ReportedOnline}
+}
+
+// captureBody passes a body through and hands it, whole, to done at its end (nothing past
+// maxStatusAnswer).
+type captureBody struct {
+	io.ReadCloser
+	buf  bytes.Buffer
+	over bool
+	done func([]byte)
+}
+
+func (c *captureBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if !c.over {
+		if c.buf.Len()+n > maxStatusAnswer {
+			c.over, c.buf = true, bytes.Buffer{}
+		} else {
+			c.buf.Write(p[:n])
+		}
+	}
+	if err == io.EOF && !c.over && c.done != nil {
+		c.done(bytes.TrimSpace(c.buf.Bytes()))
+		c.done = nil
+	}
+	return n, err
+}
