@@ -262,4 +262,7 @@ func TestFollowerWaitsForALeaderComingBack(t *testing.T) {
 	if up, _ := p.pick(); up.Name != "cloud" {
 		t.Fatalf("online for a minute, the leader cut off: upstream %q, want the cloud", up.Name)
 	}
+	if s := p.takeSuspect(); s != "" {
+		t.Fatalf("a leader that says it is cut off is passed over by the election (%q): at the region's return it would lose its pool", s)
+	}
 }

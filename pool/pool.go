@@ -259,14 +259,29 @@ func (p *Pool) leaderFailed(leader string, err error) {
 		(time.Since(p.since) < p.cfg.LeaderTimeout || time.Since(p.backSince()) < 3*p.cfg.LeaderTimeout) {
 		return
 	}
-	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
-	p.failedAt, p.suspect = time.Now(), leader
+	p.failedAt = time.Now()
 	p.signalLocked()
 	time.AfterFunc(retryLeader, p.signal)
+	if cutOff(err) {
+		// Alive and still leading, only cut off from the cloud (its own link, or the whole
+		// region's, noticed here a moment before this hub's own health check notices): read the
+		// cloud meanwhile, but do not pass it over — at the region's return it leads on.
+		p.log.Warn("pool: leader cannot reach the cloud; reading from the cloud meanwhile", "leader", leader)
+		return
+	}
+	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
+	p.suspect = leader
 	select {
 	case p.kick <- struct{}{}: // the election looks again now
 	default:
 	}
+}
+
+// cutOff reports whether a leader's answer says it is alive but cannot reach the cloud (its 503
+// with Retry-After, servePeer).
+func cutOff(err error) bool {
+	var se *listwatch.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable && se.RetryAfter > 0
 }
 
 // keepExpired reports whether the current leader, whose lease this hub sees expired (renewals
