@@ -248,6 +248,9 @@ func (s *Server) Run(ctx context.Context) error {
 		}()
 		go s.runGC(ctx)
 	}
+	if s.cfg.Started != nil {
+		go s.started(ctx)
+	}
 	poolDone := make(chan struct{})
 	if s.pool != nil {
 		go func() {
@@ -329,3 +332,26 @@ func (s *Server) Addrs() []net.Addr {
 	}
 	return out
 }
+
+// started calls Config.Started once the shared stores hold their first lists (the start-up burst
+// is over), or after startedWithin, or not at all when ctx ends first.
+func (s *Server) started(ctx context.Context) {
+	t := time.NewTimer(startedWithin)
+	defer t.Stop()
+	if s.pool != nil {
+		for _, st := range s.pool.Stores() {
+			select {
+			case <-st.FirstSynced():
+			case <-t.C:
+				s.cfg.Started()
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	s.cfg.Started()
+}
+
+// startedWithin bounds the start-up phase Config.Started ends.
+const startedWithin = 2 * time.Minute
