@@ -17,7 +17,7 @@ GCFLAGS := $(foreach p,k8s.io sigs.k8s.io github.com go.yaml.in gopkg.in,"-gcfla
 	$(foreach p,$(COLDSTD),-gcflags=$(p)=-l)
 GOBUILD := CGO_ENABLED=0 GOOS=linux go build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)"
 
-.PHONY: build binary arm test unit e2e deps controlplane demo bench fuzz vet clean
+.PHONY: build binary arm test unit e2e deps controlplane coredns demo bench fuzz vet clean
 
 build: ## static amd64 binary ./nodehub
 	GOARCH=amd64 $(GOBUILD) -o nodehub .
@@ -42,7 +42,7 @@ FUZZ_TARGETS := \
 	wire:FuzzWatchSplitters wire:FuzzJSONMember wire:FuzzExtractMeta wire:FuzzConvert wire:FuzzDecodeProtoWatchEvent \
 	wire:FuzzSelector hub/local:FuzzApplyPatch \
 	wire:FuzzReadNodeFacts hub/tokens:FuzzDecode hub/tokens:FuzzJWTExpiry \
-	hub/certs:FuzzParseYAML hub/certs:FuzzClusterInfo hub/certs:FuzzKubeconfig hub/identity:FuzzOf \
+	node/certs:FuzzParseYAML node/certs:FuzzClusterInfo node/certs:FuzzKubeconfig hub/identity:FuzzOf \
 	hub/endpointfix:FuzzCorrections
 # make test: a short run of each (seconds); make fuzz: a long one (FUZZ_EXECS each, ~minutes).
 FUZZ_SHORT ?= 20000
@@ -64,10 +64,14 @@ fuzz: ## long fuzz runs of every parser (FUZZ_EXECS executions each; one target:
 deps: ## install what the e2e tests run: promtool, busybox, qemu-user-static (build/deps.sh)
 	sh build/deps.sh
 
-controlplane: ## build (once per go.sum) etcd, kube-apiserver and kubectl from the Go module proxy
-	sh test/e2e/controlplane/build.sh
+controlplane: ## build (once per go.sum) etcd, kube-apiserver, kube-controller-manager, kubectl and kubemark from the Go module proxy, at v1.34 and v1.37
+	sh test/e2e/controlplane/build.sh test/e2e/controlplane
+	sh test/e2e/controlplane/build.sh test/e2e/controlplane137
 
-e2e: deps controlplane ## end-to-end tests against the real control plane
+coredns: ## build (once per go.sum) CoreDNS with its kubernetes plugin from the Go module proxy
+	sh test/e2e/coredns/build.sh
+
+e2e: deps controlplane coredns ## end-to-end tests against the real control plane
 	cd test/e2e && go test -count=1 -timeout 45m ./...
 
 test: deps vet unit e2e ## everything CI runs (.ci/run); installs what it needs first

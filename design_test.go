@@ -4,15 +4,24 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/printer"
+	"go/token"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"nodehub/hub"
 )
 
 // The design rules the code must keep (docs/ARCHITECTURE.md explains them). These tests read the
@@ -23,18 +32,22 @@ var directDependencies = []string{"golang.org/x/sys", "k8s.io/api", "k8s.io/apim
 
 // arrows are the allowed imports between the module's packages, as patterns ("hub/*": hub's
 // sub-packages). Arrows point down: main → hub → hub's parts → {cache, filter, pool} →
-// listwatch → wire.
+// listwatch → wire; durable (files replaced whole) sits at the bottom beside wire; the node's
+// features (node/*: credentials, the hub's link), which main configures and hub runs, beside
+// hub's parts.
 // docs/ARCHITECTURE.md shows this table; TestArchitectureDocShowsTheArrows keeps them in step.
 var arrows = []struct{ from, to string }{
-	{"main", "hub, cache, filter, pool, wire"},
-	{"hub", "hub/*, cache, filter, pool, listwatch, wire"},
-	{"hub/tokens", "hub/atomicfile, wire"},
-	{"hub/*", "hub/atomicfile, hub/tokens, cache, filter, pool, listwatch, wire"},
-	{"cache", "wire"},
+	{"main", "hub, node/*, cache, filter, pool, wire"},
+	{"hub", "hub/*, node/*, cache, filter, pool, listwatch, wire"},
+	{"hub/tokens", "durable, wire"},
+	{"hub/*", "hub/tokens, cache, filter, pool, listwatch, durable, wire"},
+	{"node/*", "durable, wire"},
+	{"cache", "durable, wire"},
 	{"filter", "wire"},
 	{"pool", "listwatch, wire"},
 	{"listwatch", "wire"},
 	{"wire", "(nothing of ours)"},
+	{"durable", "(nothing of ours)"},
 }
 
 // pendingArrows are imports that break the table today and are being removed ("from → to").
@@ -196,7 +209,7 @@ func TestArrowsTable(t *testing.T) {
 	}{
 		{"main", "hub", true}, {"main", "wire", true}, {"main", "hub/remote", false},
 		{"hub", "hub/remote", true}, {"hub", "pool", true},
-		{"hub/local", "cache", true}, {"hub/certs", "hub/atomicfile", true}, {"hub/local", "hub", false}, {"hub/local", "hub/remote", false},
+		{"hub/local", "cache", true}, {"node/certs", "durable", true}, {"main", "node/certs", true}, {"node/certs", "hub", false}, {"hub/local", "node/certs", false}, {"cache", "durable", true}, {"durable", "wire", false}, {"wire", "durable", false}, {"hub/local", "hub", false}, {"hub/local", "hub/remote", false},
 		{"cache", "wire", true}, {"cache", "hub", false}, {"pool", "cache", false}, {"pool", "listwatch", true}, {"listwatch", "pool", false}, {"cache", "listwatch", false}, {"filter", "pool", false}, {"wire", "cache", false},
 	} {
 		if ok, known := allowed(tt.from, tt.to); ok != tt.ok || !known {
@@ -226,5 +239,176 @@ func TestDocsPointInsideTheRepository(t *testing.T) {
 				t.Errorf("%s links %s, which is not in the repository", doc, target)
 			}
 		}
+	}
+}
+
+// flagDefaults are the flags whose default is a default of hub.Config: flags.go takes each from
+// the hub's exported constant (hub/config.go, the one place a default is written), never a
+// literal of its own.
+var flagDefaults = map[string]string{
+	"lb-mode":                     "hub.DefaultLBMode",
+	"heartbeat-interval-seconds":  "hub.DefaultHeartbeatInterval",
+	"heartbeat-timeout-seconds":   "hub.DefaultHeartbeatTimeout",
+	"heartbeat-failed-retry":      "hub.DefaultHeartbeatFailed",
+	"heartbeat-healthy-threshold": "hub.DefaultHeartbeatHealthy",
+	"kubelet-health-grace-period": "hub.DefaultKubeletGracePeriod",
+	"cache-sync-interval":         "hub.DefaultCacheSyncInterval",
+	"gc-frequency":                "hub.DefaultGCFrequency",
+	"pool-lease-namespace":        "hub.DefaultPoolLeaseNamespace",
+	"pool-leader-timeout":         "hub.DefaultPoolLeaderTimeout",
+}
+
+func TestFlagDefaultsComeFromTheHubs(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "flags.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) < 3 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || !strings.HasSuffix(sel.Sel.Name, "Var") {
+			return true
+		}
+		lit, ok := call.Args[1].(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return true
+		}
+		name, _ := strconv.Unquote(lit.Value)
+		want, ok := flagDefaults[name]
+		if !ok {
+			return true
+		}
+		found[name] = true
+		var def strings.Builder
+		if err := printer.Fprint(&def, fset, call.Args[2]); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(def.String(), want) {
+			t.Errorf("flags.go: --%s's default is %s; take it from %s (hub/config.go: a default is written in one place)", name, def.String(), want)
+		}
+		return true
+	})
+	for name := range flagDefaults {
+		if !found[name] {
+			t.Errorf("flags.go registers no --%s", name)
+		}
+	}
+	// And the values agree: a hub.Config made from the default flags is the zero Config's.
+	o, err := parseFlags([]string{"--server-addr=https://127.0.0.1:6443", "--node-name=n"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag      string
+		got, want any
+	}{
+		{"lb-mode", o.lbMode, hub.DefaultLBMode},
+		{"heartbeat-interval-seconds", time.Duration(o.hbInterval) * time.Second, hub.DefaultHeartbeatInterval},
+		{"heartbeat-timeout-seconds", time.Duration(o.hbTimeout) * time.Second, hub.DefaultHeartbeatTimeout},
+		{"heartbeat-failed-retry", o.hbFailedRetry, hub.DefaultHeartbeatFailed},
+		{"heartbeat-healthy-threshold", o.hbHealthy, hub.DefaultHeartbeatHealthy},
+		{"kubelet-health-grace-period", o.kubeletGrace, hub.DefaultKubeletGracePeriod},
+		{"cache-sync-interval", o.cacheSync, hub.DefaultCacheSyncInterval},
+		{"gc-frequency", time.Duration(o.gcFrequency) * time.Minute, hub.DefaultGCFrequency},
+		{"pool-lease-namespace", o.poolLeaseNS, hub.DefaultPoolLeaseNamespace},
+		{"pool-leader-timeout", o.poolLeaderTimeout, hub.DefaultPoolLeaderTimeout},
+	} {
+		if c.got != c.want {
+			t.Errorf("--%s defaults to %v, the hub's default is %v", c.flag, c.got, c.want)
+		}
+	}
+}
+
+// keepRule: every cache write of a cloud answer starts in keep (hub/keep.go). In the packages that
+// import the cache, only keep calls a Tee (cache.Manager.Tee, TeeDiscovery).
+func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := 0
+	for pkg, imports := range modulePackages(t) {
+		if pkg == "cache" || !slices.Contains(imports, "nodehub/cache") {
+			continue
+		}
+		dir := pkg
+		if pkg == "main" {
+			dir = "."
+		}
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, file, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok {
+					continue
+				}
+				ast.Inspect(fn, func(n ast.Node) bool {
+					call, ok := n.(*ast.CallExpr)
+					if !ok {
+						return true
+					}
+					sel, ok := call.Fun.(*ast.SelectorExpr)
+					if !ok || sel.Sel.Name != "Tee" && sel.Sel.Name != "TeeDiscovery" {
+						return true
+					}
+					if filepath.ToSlash(file) == "hub/keep.go" && fn.Name.Name == "keep" {
+						seen++
+						return true
+					}
+					t.Errorf("%s: %s calls %s: a cloud answer goes into the cache through keep (hub/keep.go) only", fset.Position(call.Pos()), fn.Name.Name, sel.Sel.Name)
+					return true
+				})
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("keep (hub/keep.go) calls no Tee: the rule's walk is broken")
+	}
+}
+
+// goRule: every goroutine of the hub is one Server.Run waits for. In package hub, a go statement
+// is only in the group that runs the parts (hub/group.go) and in Run's own file (hub/run.go: the
+// cache beside the group, a server's Serve); a part is added with group.Go.
+func TestHubStartsGoroutinesOnlyInRun(t *testing.T) {
+	allowed := map[string]bool{"hub/group.go": true, "hub/run.go": true}
+	files, err := filepath.Glob("hub/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	seen := 0
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if _, ok := n.(*ast.GoStmt); !ok {
+				return true
+			}
+			seen++
+			if !allowed[filepath.ToSlash(file)] {
+				t.Errorf("%s: a go statement outside Run: make it a part (group.Go in hub/run.go) so Run waits for it", fset.Position(n.Pos()))
+			}
+			return true
+		})
+	}
+	if seen == 0 {
+		t.Error("no go statement found in package hub: the rule's walk is broken")
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub"
+	"nodehub/node/certs"
+	"nodehub/node/dummyif"
 	"nodehub/pool"
 )
 
@@ -99,13 +101,13 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.IntVar(&o.proxyPort, "proxy-port", 10261, "plain-HTTP proxy port")
 	fs.StringVar(&o.diskCachePath, "disk-cache-path", "/etc/kubernetes/cache/", "directory of the local cache")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/nodehub", "directory of the hub's files")
-	fs.StringVar(&o.lbMode, "lb-mode", hub.RoundRobin, "load balancing over cloud servers: rr or priority")
-	fs.IntVar(&o.hbInterval, "heartbeat-interval-seconds", 10, "seconds between heartbeats to each cloud server")
-	fs.IntVar(&o.hbFailedRetry, "heartbeat-failed-retry", 3, "failed heartbeats that make a server unhealthy")
-	fs.IntVar(&o.hbHealthy, "heartbeat-healthy-threshold", 2, "good heartbeats that make it healthy again")
-	fs.IntVar(&o.hbTimeout, "heartbeat-timeout-seconds", 2, "timeout of a heartbeat and of a connect")
-	fs.DurationVar(&o.kubeletGrace, "kubelet-health-grace-period", 40*time.Second, "stop renewing the node lease after kubelet is quiet this long")
-	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", hub.BootstrapToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
+	fs.StringVar(&o.lbMode, "lb-mode", hub.DefaultLBMode, "load balancing over cloud servers: rr or priority")
+	fs.IntVar(&o.hbInterval, "heartbeat-interval-seconds", int(hub.DefaultHeartbeatInterval/time.Second), "seconds between heartbeats to each cloud server")
+	fs.IntVar(&o.hbFailedRetry, "heartbeat-failed-retry", hub.DefaultHeartbeatFailed, "failed heartbeats that make a server unhealthy")
+	fs.IntVar(&o.hbHealthy, "heartbeat-healthy-threshold", hub.DefaultHeartbeatHealthy, "good heartbeats that make it healthy again")
+	fs.IntVar(&o.hbTimeout, "heartbeat-timeout-seconds", int(hub.DefaultHeartbeatTimeout/time.Second), "timeout of a heartbeat and of a connect")
+	fs.DurationVar(&o.kubeletGrace, "kubelet-health-grace-period", hub.DefaultKubeletGracePeriod, "stop renewing the node lease after kubelet is quiet this long")
+	fs.StringVar(&o.bootstrapMode, "bootstrap-mode", certs.ModeToken, "token: obtain the node's certificate with --join-token or --bootstrap-file (without either, kubelet's credentials); kubeletcertificate: use kubelet's certificate and CA")
 	fs.StringVar(&o.joinToken, "join-token", "", "bootstrap token (abcdef.0123456789abcdef) the node joins with")
 	fs.StringVar(&o.bootstrapFile, "bootstrap-file", "", "bootstrap kubeconfig used instead of --join-token")
 	fs.Var(newListValue(&o.caHashes, ""), "discovery-token-ca-cert-hash", "sha256:<hex> pins of the cluster CA's public key, comma separated (repeatable)")
@@ -113,14 +115,14 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.Var(newListValue(&o.hubCertOrgs, ""), "hub-cert-organizations", "organizations added to system:nodes in the node's certificate, comma separated (repeatable)")
 	fs.BoolVar(&o.allowRemoteProxy, "insecure-allow-remote-proxy", false, "allow --bind-proxy-address to be a non-loopback address (its clients must bring their own credentials)")
 	fs.BoolVar(&o.remoteMetrics, "allow-remote-metrics", false, "serve /metrics on the hub port to any address (default: only health and readiness answer beyond loopback)")
-	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", hub.DefaultKubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
+	fs.StringVar(&o.kubeletKubeconfig, "kubelet-kubeconfig", certs.KubeletKubeconfig, "kubelet's kubeconfig (for its CA and certificate)")
 	fs.StringVar(&o.clientCert, "client-cert", "", "node client certificate PEM (may hold the key; YurtHub: --kubelet-client-certificate)")
 	fs.StringVar(&o.clientKey, "client-key", "", "node client key PEM (default: --client-cert)")
 	fs.StringVar(&o.caFile, "ca-file", "", "cluster CA PEM (YurtHub: --kubelet-ca-file)")
 	fs.StringVar(&o.cacheAgents, "cache-agents", cache.DefaultAgents, "components whose reads are cached; * for all")
 	fs.StringVar(&o.noCacheAgents, "no-cache-agents", "", "components never cached")
-	fs.DurationVar(&o.cacheSync, "cache-sync-interval", time.Second, "how often cache writes are made durable")
-	fs.IntVar(&o.gcFrequency, "gc-frequency", 120, "minutes between cache collections")
+	fs.DurationVar(&o.cacheSync, "cache-sync-interval", hub.DefaultCacheSyncInterval, "how often cache writes are made durable")
+	fs.IntVar(&o.gcFrequency, "gc-frequency", int(hub.DefaultGCFrequency/time.Minute), "minutes between cache collections")
 	fs.BoolVar(&o.filterEnabled, "enable-resource-filter", true, "run the response filters")
 	fs.Var(newListValue(&o.filterDisabled, ""), "disabled-resource-filters", "filters turned off, comma separated (repeatable); * for all")
 	fs.Var(&o.filterComponents, "filter-components", "name=comp1,comp2: add components to a filter (repeatable)")
@@ -135,16 +137,16 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.dummyIfEnabled, "enable-dummy-if", true, "keep the hub's address on a dummy link and serve the proxy port there too")
-	fs.StringVar(&o.dummyIfName, "dummy-if-name", hub.DefaultDummyIfName, "name of the hub's link (at most 15 characters)")
+	fs.StringVar(&o.dummyIfName, "dummy-if-name", dummyif.DefaultName, "name of the hub's link (at most 15 characters)")
 	fs.StringVar(&o.dummyIfIP, "dummy-if-ip", "", "the hub's address on the link (default 169.254.2.1; fd00::2:1 on an IPv6 node)")
 	fs.BoolVar(&o.dummyIfCleanup, "cleanup-dummy-if", false, "remove the hub's link when nodehub stops")
 	fs.StringVar(&o.staticPodPath, "static-pod-path", "/etc/kubernetes/manifests", "kubelet's static pod manifest directory (OTA upgrades of static pods write there)")
 	fs.Var(newListValue(&o.poolResources, pool.DefaultResources), "pool-scope-resources", "resources shared from one list+watch (group/version/resource, comma separated, repeatable; empty: no sharing)")
 	fs.StringVar(&o.poolMode, "pool-mode", pool.ModeOff, "pool sharing: off (node level only), lease (elect a leader with a Lease) or nodepool (follow yurt-manager's leader)")
-	fs.StringVar(&o.poolLeaseNS, "pool-lease-namespace", "kube-node-lease", "namespace of the node Leases the pool's election reads in lease mode")
+	fs.StringVar(&o.poolLeaseNS, "pool-lease-namespace", hub.DefaultPoolLeaseNamespace, "namespace of the node Leases the pool's election reads in lease mode")
 	fs.StringVar(&o.poolBindAddress, "pool-bind-address", "", "this hub's address in the pool: the pool port listens there and a leader advertises it (YurtHub: --node-ip)")
 	fs.IntVar(&o.poolPort, "pool-port", 10269, "the pool port (mTLS) where a leader serves the other hubs (YurtHub: --multiplexer-port)")
-	fs.DurationVar(&o.poolLeaderTimeout, "pool-leader-timeout", 5*time.Second, "a silent or unreachable leader is given up after this long")
+	fs.DurationVar(&o.poolLeaderTimeout, "pool-leader-timeout", hub.DefaultPoolLeaderTimeout, "a silent or unreachable leader is given up after this long")
 	fs.BoolVar(&o.poolSelfDeclared, "pool-self-declared-membership", false, "lease mode without an OpenYurt NodePool: let any node that labels its own Lease with the pool lead it (any node can: only where every node is trusted); off, lease mode elects only among the NodePool's nodes and nobody without one")
 	hidden := registerYurtHub(fs, &o.ignored)
 	if err := fs.Parse(normalizeFlagNames(args)); err != nil {
@@ -248,16 +250,16 @@ func (o *options) validate() error {
 	if o.proxySecurePort < 0 || o.proxySecurePort > 65535 {
 		return fmt.Errorf("--proxy-secure-port: %d is not a port (1-65535, or 0 for none)", o.proxySecurePort)
 	}
-	if err := hub.ValidateDummyIfName(o.dummyIfName); err != nil {
+	if err := dummyif.ValidateName(o.dummyIfName); err != nil {
 		return fmt.Errorf("--dummy-if-name: %v", err)
 	}
 	if o.dummyIfIP == "" {
-		o.dummyIfIP = hub.DefaultDummyIfIPv4
+		o.dummyIfIP = dummyif.DefaultIPv4
 		if o.ipv6Node() {
-			o.dummyIfIP = hub.DefaultDummyIfIPv6
+			o.dummyIfIP = dummyif.DefaultIPv6
 		}
 	}
-	if err := hub.ValidateDummyIfIP(net.ParseIP(o.dummyIfIP)); err != nil {
+	if err := dummyif.ValidateIP(net.ParseIP(o.dummyIfIP)); err != nil {
 		return fmt.Errorf("--dummy-if-ip: %q: %v", o.dummyIfIP, err)
 	}
 	if o.staticPodPath == "" {
@@ -287,10 +289,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("--kubelet-health-grace-period: %v must be positive", o.kubeletGrace)
 	}
 	switch o.bootstrapMode {
-	case hub.BootstrapKubeletCertificate:
-	case hub.BootstrapToken:
+	case certs.ModeKubeletCertificate:
+	case certs.ModeToken:
 		if o.joinToken != "" {
-			if err := hub.ValidateJoinToken(o.joinToken); err != nil {
+			if _, _, err := certs.ParseToken(o.joinToken); err != nil {
 				return fmt.Errorf("--join-token: %v", err)
 			}
 			if o.caHashes == "" && !o.skipCAVerify {
@@ -301,7 +303,7 @@ func (o *options) validate() error {
 			if strings.TrimSpace(h) == "" {
 				continue
 			}
-			if _, err := hub.ParseCAHash(h); err != nil {
+			if _, err := certs.ParseCAHash(h); err != nil {
 				return fmt.Errorf("--discovery-token-ca-cert-hash: %v", err)
 			}
 		}
@@ -372,7 +374,7 @@ func (o *options) pkiDir() string { return strings.TrimSuffix(o.rootDir, "/") + 
 func (o *options) caPins() []string {
 	var out []string
 	for _, h := range strings.Split(o.caHashes, ",") {
-		if v, err := hub.ParseCAHash(h); err == nil {
+		if v, err := certs.ParseCAHash(h); err == nil {
 			out = append(out, v)
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -79,46 +78,20 @@ func run(args []string) int {
 		log.Warn("YurtHub flags accepted and ignored (README: YurtHub flags nodehub ignores)", "flags", strings.Join(o.ignored, ","))
 	}
 
-	// The node's credentials: bootstrapped and renewed by nodehub (token mode), or kubelet's files.
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	creds, setToken, credErr := hub.StartCredentials(ctx, o.identity(), log)
-	fatal := make(chan error, 1)
-	go func() {
-		select {
-		case err := <-credErr:
-			fatal <- err
-			stop()
-		case <-ctx.Done():
-		}
-	}()
+	// The node's credentials: bootstrapped and renewed by nodehub (token mode), or kubelet's files;
+	// the serving certificate. Their renewals are parts the hub runs (a wrong CA pin stops it).
+	var parts []hub.Part
+	creds, setToken, credPart := hub.NodeCredentials(o.identity(), log)
+	if credPart != nil {
+		parts = append(parts, *credPart)
+	}
 	dummy := hub.DummyIf{Enabled: o.dummyIfEnabled, Name: o.dummyIfName, IP: net.ParseIP(o.dummyIfIP), Cleanup: o.dummyIfCleanup}
-	var secureAddrs []string
-	var ips []net.IP
-	if o.proxySecurePort > 0 {
-		// Pods reach the secure port at the bind address, the hub's own link address and the
-		// address the filters give them (--master-service-host), each once.
-		hosts := []string{o.bindProxyAddress}
-		if ip := net.ParseIP(o.bindProxyAddress); ip == nil || !ip.IsUnspecified() {
-			hosts = append(hosts, hub.Config{DummyIf: dummy}.ExtraHosts()...)
-			hosts = append(hosts, o.masterHost)
-		}
-		for _, h := range hosts {
-			if slices.Contains(secureAddrs, hostPort(h, o.proxySecurePort)) {
-				continue
-			}
-			secureAddrs = append(secureAddrs, hostPort(h, o.proxySecurePort))
-			ips = append(ips, net.ParseIP(h))
-		}
-	}
-	// A pool leader serves the other hubs with the same certificate, at its pool address (also
-	// when the secure port is off).
-	if ip := net.ParseIP(o.poolBindAddress); o.poolMode != pool.ModeOff && ip != nil && !ip.IsUnspecified() && !slices.ContainsFunc(ips, ip.Equal) {
-		ips = append(ips, ip)
-	}
+	secureAddrs, ips := hub.SecureNames(o.bindProxyAddress, o.proxySecurePort, o.masterHost, dummy, o.poolMode, o.poolBindAddress)
 	var servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	if len(secureAddrs) > 0 || o.poolMode != pool.ModeOff {
-		servingCert = hub.ServingCertificate(ctx, o.servers(), o.nodeName, o.pkiDir(), ips, creds, log)
+		var part hub.Part
+		servingCert, part = hub.ServingCertificate(o.servers(), o.nodeName, o.pkiDir(), ips, creds, log)
+		parts = append(parts, part)
 	}
 	var started func()
 	if startLimit {
@@ -155,6 +128,7 @@ func run(args []string) int {
 		StaticPodPath:      o.staticPodPath,
 		Pool:               o.poolConfig(),
 		ServingCert:        servingCert,
+		Parts:              parts,
 	}
 	srv, err := hub.New(cfg)
 	if err != nil {
@@ -164,6 +138,8 @@ func run(args []string) int {
 
 	// The first SIGTERM or SIGINT stops gracefully (in-flight requests end, the cache is flushed and
 	// synced, within 10 s); a second one exits at once.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -177,15 +153,9 @@ func run(args []string) int {
 	go giveBackMemory(ctx, log)
 	log.Info("nodehub starting", "version", version, "node", o.nodeName, "servers", o.serverAddr, "lb", o.lbMode)
 	if err := srv.Run(ctx); err != nil {
-		log.Error("nodehub stopped", "err", err)
-		return 1
-	}
-	select {
-	case err := <-fatal:
 		fmt.Fprintln(os.Stderr, "nodehub:", err)
 		log.Error("nodehub stopped", "err", err)
 		return 1
-	default:
 	}
 	log.Info("nodehub stopped")
 	return 0

@@ -14,8 +14,10 @@ import (
 
 // benchHostile measures the hub's peak memory (VmHWM) at default flags under what hostile pods
 // send: 100 GETs with 1 MB User-Agents, 200 with 18 KB odd ones, 300 distinct components; then,
-// offline, 20 creates of 3 MiB events and 8 concurrent lists of them (4 JSON, 4 protobuf). The
-// e2e suite "Hostile clients" asserts the bound on the same workload.
+// offline, 360 creates of 1 MiB events with 30 made-up tokens (refused: the cloud never accepted
+// them), 20 creates of 3 MiB events with a ServiceAccount's token the cloud accepted, and 8
+// concurrent lists of them (4 JSON, 4 protobuf). The e2e suite "Hostile clients" asserts the bound
+// on the same workload.
 func benchHostile(e *env, o options) error {
 	relay, dir, err := e.relay()
 	if err != nil {
@@ -61,6 +63,14 @@ func benchHostile(e *env, o options) error {
 		do(http.MethodGet, pods+"&limit=5", "", map[string]string{"User-Agent": fmt.Sprintf("owner-%d/1.0", i)})
 	}
 	_, metricsBytes := do(http.MethodGet, h.HubURL+"/metrics", "", nil)
+	token, err := benchServiceAccount(e.ctx, e.c)
+	if err != nil {
+		return err
+	}
+	flood := map[string]string{"Authorization": "Bearer " + token, "User-Agent": "flooder/1.0", "Content-Type": "application/json"}
+	if code, _ := do(http.MethodGet, h.ProxyURL+"/api/v1/namespaces/default/configmaps", "", flood); code != http.StatusOK {
+		return fmt.Errorf("hostile: the ServiceAccount's list through the hub: %d", code)
+	}
 	online := hwm()
 
 	relay.Refuse()
@@ -73,7 +83,18 @@ func benchHostile(e *env, o options) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	flood := map[string]string{"Authorization": "Bearer flood-token", "User-Agent": "flooder/1.0", "Content-Type": "application/json"}
+	oneMiB := strings.Repeat("f", 1<<20)
+	refused := 0
+	for o := 0; o < 30; o++ {
+		for i := 0; i < 12; i++ {
+			ev := fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"forged-%d-%d","namespace":"default"},"involvedObject":{"kind":"Pod","name":"x","namespace":"default"},"reason":"Flood","message":"%d%s"}`, o, i, i, oneMiB)
+			if code, _ := do(http.MethodPost, h.ProxyURL+"/api/v1/namespaces/default/events", ev,
+				map[string]string{"Authorization": fmt.Sprintf("Bearer forged-%d", o), "User-Agent": fmt.Sprintf("owner-%d/1.0", o), "Content-Type": "application/json"}); code != http.StatusCreated {
+				refused++
+			}
+		}
+	}
+	forged := hwm()
 	big := strings.Repeat("m", 3<<20-1024)
 	created := 0
 	for i := 0; i < 20; i++ {
@@ -107,7 +128,8 @@ func benchHostile(e *env, o options) error {
 	fmt.Println("phase\tVmHWM")
 	fmt.Printf("started\t%.1f MiB\n", start)
 	fmt.Printf("100 GETs with 1 MB User-Agents (431), 200 with 18 KB odd ones, 300 components (/metrics %d bytes)\t%.1f MiB\n", metricsBytes, online)
-	fmt.Printf("offline: %d creates of 3 MiB events\t%.1f MiB\n", created, creates)
+	fmt.Printf("offline: 360 creates of 1 MiB events with 30 made-up tokens (%d refused)\t%.1f MiB\n", refused, forged)
+	fmt.Printf("offline: %d creates of 3 MiB events with an accepted token\t%.1f MiB\n", created, creates)
 	fmt.Printf("offline: 8 concurrent lists of them (4 JSON, 4 protobuf; %.0f MiB sent in %v)\t%.1f MiB\n", float64(listed.Load())/(1<<20), time.Since(t0).Round(time.Millisecond), lists)
 	return nil
 }

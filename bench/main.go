@@ -19,6 +19,7 @@ import (
 type options struct {
 	rounds, pods, objects, services int
 	poolServices, kubeletPods       int
+	kubeletReleases                 string
 	churn, profile, poolChurn       time.Duration
 	profile100, idle                time.Duration
 	profileSharing                  bool
@@ -50,6 +51,7 @@ func main() {
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
+	flag.StringVar(&o.kubeletReleases, "kubelet-releases", "v1.34,v1.37", "the Kubernetes releases (control plane, kubelet, kube-proxy) the kubelet section runs, side by side")
 	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints, kubelet or cloud")
 	flag.StringVar(&o.cloudSizes, "cloud-sizes", "10,30", "the cloud section's pool sizes (hubs)")
 	flag.StringVar(&o.cloudModes, "cloud-modes", "node,lease", "the cloud section's sharing modes")

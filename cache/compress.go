@@ -48,6 +48,27 @@ func storedForm(sc *scratch, hdr, body []byte) (hfield []byte, flags byte, tail 
 	return nil, flagJoint, sc.tail
 }
 
+// openHeader returns a put record's header alone: of a compressed record, only as much is
+// decoded as holds the header (start-up indexes every record, superseded ones too, and reads no
+// body).
+func (p payload) openHeader() ([]byte, error) {
+	if p.flags&^flagJoint != 0 {
+		return nil, fmt.Errorf("%w: unknown record flags %#x", ErrCorrupt, p.flags)
+	}
+	if p.flags&flagJoint == 0 {
+		return p.header, nil
+	}
+	hl, k := binary.Uvarint(p.body)
+	if k <= 0 || hl > maxHeader {
+		return nil, fmt.Errorf("%w: compressed record", ErrCorrupt)
+	}
+	plain, err := lzDecodePrefix(p.body[k:], int(hl), int(hl)+maxBody)
+	if err != nil || uint64(len(plain)) < hl {
+		return nil, fmt.Errorf("%w: compressed record: %v", ErrCorrupt, err)
+	}
+	return plain[:hl], nil
+}
+
 // open returns a put record's header and body as they were stored.
 func (p payload) open() (hdr, body []byte, err error) {
 	if p.flags&^flagJoint != 0 {

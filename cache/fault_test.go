@@ -252,3 +252,91 @@ func TestCorruptLogHeaderIsSetAside(t *testing.T) {
 		t.Fatalf("%d objects after setting a bad log aside", n)
 	}
 }
+
+// A write that fails inside a re-list (ENOSPC on a real tmpfs: pod d does not fit, the small
+// list record still does) leaves the list incomplete, also after a restart: kubelet must never
+// be answered [a, b] as its whole pod list and kill d (issue 23).
+func TestENOSPCInsideARelistLeavesTheListIncomplete(t *testing.T) {
+	dir := mountTmpfs(t, "1m")
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(s)
+	var failures int
+	m.Writer.OnError = func(_ Resource, err error) {
+		if errors.Is(err, syscall.ENOSPC) {
+			failures++
+		}
+	}
+	const url = "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1"
+	respond(t, m, "GET", url, "kubelet", listBody(t, "10", pod("a", "edge-1", "1", nil), pod("b", "edge-1", "2", nil)))
+	if _, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); res.Partial {
+		t.Fatal("the first list reads partial")
+	}
+	// Leave 64 KiB free.
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	if err := os.WriteFile(filepath.Join(dir, "filler"), make([]byte, free-64<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := pod("d", "edge-1", "12", nil)
+	d.Annotations = map[string]string{"pad": noise(300 << 10)}
+	respond(t, m, "GET", url, "kubelet", listBody(t, "20", pod("a", "edge-1", "1", nil), pod("b", "edge-1", "2", nil), d))
+	if failures == 0 {
+		t.Fatal("pod d's write did not fail: the test proves nothing")
+	}
+	got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1")
+	if !res.Partial {
+		t.Fatalf("a re-list whose write of d failed reads complete: %v", got)
+	}
+	if res.Record == nil || res.Record.ResourceVersion != "20" {
+		t.Fatalf("the re-list was not recorded (the test wants the small record to fit): %+v", res.Record)
+	}
+	s.Close()
+	s, err = Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); !res.Partial {
+		t.Fatalf("after a restart, the re-list that lost d reads complete: %v", got)
+	}
+}
+
+// A list record that names an object that is not held (a write lost before this fix, or any way
+// a record and its objects part) is not read as whole; one whose objects were deleted since is.
+func TestListRecordNamingAMissingObjectReadsPartial(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	const url = "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1"
+	respond(t, m, "GET", url, "kubelet", listBody(t, "10", pod("a", "edge-1", "1", nil), pod("b", "edge-1", "2", nil)))
+	r := Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}
+	if err := s.PutList(r, ListRecord{FieldSelector: "spec.nodeName=edge-1", ResourceVersion: "11", Complete: true, Keys: []string{"default/a", "default/b", "default/d"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); !res.Partial {
+		t.Fatalf("a record naming a, b, d with only a, b held reads complete: %v", got)
+	}
+	if err := s.PutList(r, ListRecord{FieldSelector: "spec.nodeName=edge-1", ResourceVersion: "12", Complete: true, Keys: []string{"default/a", "default/b"}}); err != nil {
+		t.Fatal(err)
+	}
+	// b deleted by a watch: the list is still whole, before and after a restart.
+	watchPods(t, m, [][]byte{wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventDeleted, Object: podJSON(t, pod("b", "edge-1", "13", nil))})})
+	if got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); res.Partial || len(got) != 1 {
+		t.Fatalf("after b's deletion: %v partial %v", got, res.Partial)
+	}
+	dir := s.Path()
+	s.Close()
+	s2, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got, res := names(t, s2, "kubelet", "", "", "spec.nodeName=edge-1"); res.Partial || len(got) != 1 {
+		t.Fatalf("after b's deletion and a restart: %v partial %v", got, res.Partial)
+	}
+}

@@ -23,8 +23,10 @@ const (
 	fileMagic   = "NHCF"
 	fileVersion = 1
 	preambleLen = 20
-	maxHeader   = 1 << 20
-	maxBody     = 64 << 20
+	// maxHeader bounds a header (labels and selectable fields included): as large as the objects
+	// nodehub accepts, so an object with megabytes of labels is cached and read back.
+	maxHeader = wire.MaxObjectBytes
+	maxBody   = 64 << 20
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -95,27 +97,6 @@ func decodeFile(data []byte, resource string) (*Header, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
 	}
 	return h, body, nil
-}
-
-// decodeHeader reads just the header from the start of a file (the preamble and header bytes).
-// The body is not checked; callers that serve the body use decodeFile.
-func decodeHeader(prefix []byte) (*Header, int, error) {
-	if len(prefix) < preambleLen || !bytes.HasPrefix(prefix, []byte(fileMagic)) {
-		return nil, 0, ErrCorrupt
-	}
-	hl := binary.BigEndian.Uint32(prefix[8:])
-	if hl > maxHeader {
-		return nil, 0, ErrCorrupt
-	}
-	need := preambleLen + int(hl)
-	if len(prefix) < need {
-		return nil, need, nil // caller reads more
-	}
-	h := &Header{}
-	if err := h.unmarshal(prefix[preambleLen:need]); err != nil {
-		return nil, 0, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
-	}
-	return h, need, nil
 }
 
 // decodeYurtHubFile reads a file YurtHub wrote: the object's JSON and nothing else.

@@ -27,7 +27,7 @@ func (s *Store) DropOwner(component string) (int, error) {
 
 // dropOwner appends a drop record to every log the owner holds something in.
 func (s *Store) dropOwner(name string) error {
-	owner, ok := s.lookupOwner(name)
+	owner, ok := s.owners.lookup(name)
 	if !ok {
 		return nil
 	}
@@ -63,9 +63,7 @@ func (l *rlog) holdsAny(owner int32) bool {
 
 // Owners lists the caches' owners (components, and component@credential) that hold anything.
 func (s *Store) Owners() []string {
-	s.omu.Lock()
-	n := len(s.owners)
-	s.omu.Unlock()
+	n := s.owners.count()
 	held := make([]bool, n)
 	s.eachLog(func(l *rlog) {
 		l.mu.RLock()
@@ -86,7 +84,7 @@ func (s *Store) Owners() []string {
 	var out []string
 	for i, ok := range held {
 		if ok {
-			out = append(out, s.ownerName(int32(i)))
+			out = append(out, s.owners.name(int32(i)))
 		}
 	}
 	return out
@@ -118,7 +116,7 @@ func (s *Store) RemoveOlder(resource string, age time.Duration, now time.Time) (
 		}
 		for _, g := range old {
 			ns, name := splitID(g.key)
-			l.buf = delPayload(l.room(), s.ownerName(g.owner), uint32(now.Unix()), ns, name)
+			l.buf = delPayload(l.room(), s.owners.name(g.owner), uint32(now.Unix()), ns, name)
 			if err = l.write(l.buf, nil); err != nil {
 				return
 			}
@@ -136,11 +134,8 @@ func (s *Store) AgeOut(unused time.Duration, now time.Time) ([]string, error) {
 	limit := now.Add(-unused).Unix()
 	var gone []string
 	for _, o := range s.Owners() {
-		id, _ := s.lookupOwner(o)
-		s.omu.Lock()
-		at := s.ownerAt[id]
-		s.omu.Unlock()
-		if int64(at) < limit {
+		id, _ := s.owners.lookup(o)
+		if int64(s.owners.lastWrite(id)) < limit {
 			if err := s.dropOwner(o); err != nil {
 				return gone, err
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -95,5 +97,59 @@ func TestMalformedObjectsAreNotCached(t *testing.T) {
 	}
 	if it, err := s.GetObject(podKey("good")); err != nil || it.Header == nil || it.Header.ResourceVersion != "3" {
 		t.Fatalf("the malformed event replaced the object: %+v %v", it.Header, err)
+	}
+}
+
+// Offline, every made-up credential is an owner of its own: the offline changes of all the owners
+// that are not the node's own share one budget, so 30 credentials × 12 events of 1 MiB cannot
+// take more than it (issue 23), and the node's own owners keep theirs.
+func TestForeignOfflineChangesShareOneBudget(t *testing.T) {
+	s := openStore(t)
+	ev := func(owner string, i int) error {
+		r := Resource{Owner: owner, Version: "v1", Resource: "events"}
+		k := Key{Resource: r, Namespace: "default", Name: fmt.Sprintf("ev-%03d", i)}
+		h := Header{ContentType: wire.MediaJSON, Name: k.Name, Namespace: "default", Local: true}
+		return s.Put(k, &h, []byte(noise(1<<20)))
+	}
+	refused := 0
+	for o := 0; o < 30; o++ {
+		for i := 0; i < 12; i++ {
+			if err := ev(fmt.Sprintf("flooder@forged-%d", o), i); errors.Is(err, ErrFull) {
+				refused++
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := s.ForeignLocalBytes(); got > DefaultForeignBudget {
+		t.Fatalf("30 owners' offline events take %d bytes, past the budget of %d", got, DefaultForeignBudget)
+	}
+	if sz := s.Size(); sz > DefaultForeignBudget+1<<20 {
+		t.Fatalf("the cache takes %d bytes after the flood", sz)
+	}
+	if refused == 0 {
+		t.Fatal("no offline change was refused past the budget")
+	}
+	// The node's own owners are not in that budget.
+	for i := 0; i < 4; i++ {
+		if err := ev("kubelet", i); err != nil {
+			t.Fatalf("kubelet's offline event after the flood: %v", err)
+		}
+	}
+	// At a restart the budget is counted again from the logs.
+	s.Close()
+	s2, err := Open(s.Path(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := s2.ForeignLocalBytes(); got == 0 || got > DefaultForeignBudget {
+		t.Fatalf("after a restart the foreign offline changes count %d bytes", got)
+	}
+	// With --cache-max-bytes, they share an eighth of it.
+	s2.SetMaxBytes(32 << 20)
+	s = s2
+	if err := ev("flooder@new", 0); !errors.Is(err, ErrFull) {
+		t.Fatalf("a new owner's offline change past the budget of an eighth of --cache-max-bytes: %v", err)
 	}
 }

@@ -58,7 +58,7 @@ func (s *Store) PutList(r Resource, rec ListRecord) error {
 // bookmark does not rewrite the list's keys). A list never recorded is left alone.
 func (s *Store) setListMeta(r Resource, sc listScope, rv string, complete bool) error {
 	l, err := s.logFor(r, false)
-	owner, ok := s.lookupOwner(r.Owner)
+	owner, ok := s.owners.lookup(r.Owner)
 	if l == nil || err != nil || !ok {
 		return err
 	}
@@ -75,7 +75,7 @@ func (s *Store) setListMeta(r Resource, sc listScope, rv string, complete bool) 
 // List returns the record of one list, or ErrNotFound.
 func (s *Store) List(r Resource, ns, ls, fs string) (ListRecord, error) {
 	l, _ := s.logFor(r, false)
-	owner, ok := s.lookupOwner(r.Owner)
+	owner, ok := s.owners.lookup(r.Owner)
 	if l == nil || !ok {
 		return ListRecord{}, ErrNotFound
 	}
@@ -91,7 +91,7 @@ func (s *Store) List(r Resource, ns, ls, fs string) (ListRecord, error) {
 // Lists returns every list record an owner has of a resource (sorted by scope).
 func (s *Store) Lists(r Resource) ([]ListRecord, error) {
 	l, _ := s.logFor(r, false)
-	owner, ok := s.lookupOwner(r.Owner)
+	owner, ok := s.owners.lookup(r.Owner)
 	if l == nil || !ok {
 		return nil, nil
 	}

@@ -138,7 +138,18 @@ func lzDecode(src []byte, max int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dst := make([]byte, 0, size)
+	return lzDecodeTo(make([]byte, 0, size), src, max, max+1)
+}
+
+// lzDecodePrefix decodes at least the first want bytes of src (a whole sequence more, at most),
+// for a record's header without its body.
+func lzDecodePrefix(src []byte, want, max int) ([]byte, error) {
+	return lzDecodeTo(make([]byte, 0, min(want+4096, max)), src, max, want)
+}
+
+// lzDecodeTo decodes src into dst, stopping once it holds stop bytes.
+func lzDecodeTo(dst, src []byte, max, stop int) ([]byte, error) {
+	var err error
 	ext := func(i, n int) (int, int, error) {
 		for {
 			if i >= len(src) {
@@ -169,6 +180,9 @@ func lzDecode(src []byte, max int) ([]byte, error) {
 		}
 		dst = append(dst, src[i:i+lit]...)
 		i += lit
+		if len(dst) >= stop {
+			return dst, nil
+		}
 		if i == len(src) {
 			if tok&15 != 0 {
 				return nil, errLZ
@@ -189,13 +203,26 @@ func lzDecode(src []byte, max int) ([]byte, error) {
 		if off == 0 || off > len(dst) || len(dst)+ml > max {
 			return nil, errLZ
 		}
-		// Copy in chunks that only read bytes already written (a match may overlap itself).
-		for start := len(dst) - off; ml > 0; {
-			n := min(ml, len(dst)-start)
-			dst = append(dst, dst[start:start+n]...)
-			start += n
-			ml -= n
+		dst, _ = copyMatch(dst, off, ml)
+		if len(dst) >= stop {
+			return dst, nil
 		}
 	}
 	return dst, nil
+}
+
+// copyMatch appends ml bytes that repeat dst from off bytes back, and says in how many copies. A
+// match may overlap itself (off < ml: a run): each copy reads only bytes already written, from
+// the match's start, so each is twice the one before — 16 MiB of one byte is 25 copies, not
+// 16 million.
+func copyMatch(dst []byte, off, ml int) ([]byte, int) {
+	steps := 0
+	for start := len(dst) - off; ml > 0; steps++ {
+		// dst[start:] repeats with period off and holds a whole number of periods: the next
+		// bytes are its first ones.
+		n := min(ml, len(dst)-start)
+		dst = append(dst, dst[start:start+n]...)
+		ml -= n
+	}
+	return dst, steps
 }

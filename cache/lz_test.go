@@ -3,6 +3,8 @@ package cache
 import (
 	"bytes"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -45,4 +47,68 @@ func FuzzLZDecode(f *testing.F) {
 			t.Fatal("past max")
 		}
 	})
+}
+
+// A run (a match overlapping itself) is copied in doubling steps (issue 23: 16 MiB of one byte
+// took 16 million one-byte copies, 311 ms).
+func TestLZRunsCopyInDoublingSteps(t *testing.T) {
+	dst, steps := copyMatch([]byte{'x'}, 1, 16<<20)
+	if len(dst) != 16<<20+1 || bytes.Count(dst, []byte{'x'}) != len(dst) {
+		t.Fatal("the run decoded wrong")
+	}
+	if steps > 26 {
+		t.Fatalf("16 MiB of one byte took %d copies", steps)
+	}
+	for off := 1; off < 12; off++ {
+		for ml := 0; ml < 300; ml += 7 {
+			seed := []byte("0123456789ab")[:off]
+			got, _ := copyMatch(append([]byte{}, seed...), off, ml)
+			want := append([]byte{}, seed...)
+			for i := 0; i < ml; i++ {
+				want = append(want, want[len(want)-off])
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("off %d ml %d: %q, want %q", off, ml, got, want)
+			}
+		}
+	}
+}
+
+// Start-up indexes every record without decoding bodies: 200 superseded versions of a 1 MiB
+// ConfigMap (a few KiB each, compressed) are not decompressed to open the store (issue 23: every
+// record, superseded ones too, was decoded before any port listened).
+func TestOpenDecodesHeadersOnly(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Resource{Owner: "kubelet", Version: "v1", Resource: "configmaps"}
+	big := strings.Repeat("a", 1<<20)
+	for i := 0; i < 200; i++ {
+		k := Key{Resource: r, Namespace: "default", Name: "c"}
+		rv := strconv.Itoa(i + 1)
+		if err := s.Put(k, &Header{ContentType: "application/json", Namespace: "default", Name: "c", ResourceVersion: rv}, []byte(`{"data":{"a":"`+big+`"},"rv":"`+rv+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Compactions != 0 {
+		t.Fatal("the log was compacted: the test proves nothing")
+	}
+	s.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, err = Open(dir, nil)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Fatalf("opening a log of 200 compressed 1 MiB versions allocated %d MiB", alloc>>20)
+	}
+	it, err := s.GetObject(Key{Resource: r, Namespace: "default", Name: "c"})
+	if err != nil || it.Header.ResourceVersion != "200" || len(it.Body) < 1<<20 {
+		t.Fatalf("the newest version reads back: %v", err)
+	}
 }

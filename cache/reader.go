@@ -59,7 +59,7 @@ func (s *Store) EachInList(r Resource, sel wire.Selector, fn func(Item) error) (
 		res.Partial = !res.Record.Complete
 	}
 	l, _ := s.logFor(r, false)
-	owner, ok := s.lookupOwner(r.Owner)
+	owner, ok := s.owners.lookup(r.Owner)
 	if l == nil || !ok {
 		return res, nil
 	}
@@ -68,6 +68,9 @@ func (s *Store) EachInList(r Resource, sel wire.Selector, fn func(Item) error) (
 	sg := l.seg.acquire()
 	l.mu.RUnlock()
 	defer sg.release()
+	if res.Record != nil && !res.Partial && !namesOnly(res.Record.Keys, sel.Namespace, locs) {
+		res.Partial = true // the record names an object that is not held: a lost write
+	}
 	for _, loc := range locs {
 		h, body, err := l.read(sg, loc)
 		if err != nil {
@@ -86,6 +89,40 @@ func (s *Store) EachInList(r Resource, sel wire.Selector, fn func(Item) error) (
 		}
 	}
 	return res, nil
+}
+
+// namesOnly reports whether every key of a list's record (in namespace, "" all) is among locs.
+func namesOnly(keys []string, namespace string, locs []located) bool {
+	held := make(map[string]struct{}, len(locs))
+	for _, loc := range locs {
+		held[loc.key] = struct{}{}
+	}
+	for _, k := range keys {
+		if ns, _ := splitID(k); namespace != "" && ns != namespace {
+			continue
+		}
+		if _, ok := held[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsAll reports whether r's owner holds every one of keys.
+func (s *Store) holdsAll(r Resource, keys []string) bool {
+	l, _ := s.logFor(r, false)
+	owner, ok := s.owners.lookup(r.Owner)
+	if l == nil || !ok {
+		return len(keys) == 0
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, k := range keys {
+		if l.get(owner, k) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Meta returns the header as wire.Meta.

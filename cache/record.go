@@ -1,16 +1,9 @@
 package cache
 
-import (
-	"encoding/binary"
-	"hash/crc32"
-)
+import "encoding/binary"
 
-// A resource's log file is an 8-byte file header followed by records, each framed as
-//
-//	magic "\xf1NHR" | payload length (u32 BE) | CRC-32C of the payload (u32 BE) | payload
-//
-// and every payload starts with its type (1 byte), its owner (uvarint length + bytes) and the
-// time it was written (uvarint Unix seconds). Then, by type:
+// Every record's payload (the log engine frames it: frame.go) starts with its type (1 byte), its
+// owner (uvarint length + bytes) and the time it was written (uvarint Unix seconds). Then, by type:
 //
 //	put       namespace, name, header (uvarint length + bytes, see header.go), flags (1 byte:
 //	          2 = header and body compressed together, compress.go), body
@@ -20,17 +13,7 @@ import (
 //	listmeta  namespace, label selector, field selector, resourceVersion, complete (1 byte)
 //	drop      (nothing more: the owner's objects and lists are gone)
 //
-// Strings are uvarint length + bytes. A record whose frame or checksum does not hold is never
-// applied: at the tail it is a write a crash cut short and is truncated away; before valid
-// records it is corruption, skipped (and kept in .quarantine), and the resource's lists are
-// marked incomplete because objects were lost.
-
-const (
-	logHeader  = "NHLOG\x00\x00\x01"
-	frameMagic = "\xf1NHR"
-	frameLen   = 12
-	maxRecord  = maxHeader + maxBody + 4096
-)
+// Strings are uvarint length + bytes.
 
 const (
 	recPut byte = 1 + iota
@@ -40,33 +23,6 @@ const (
 	recListMeta
 	recDrop
 )
-
-// frame returns a record's bytes: frame and payload.
-func frame(payload []byte) []byte {
-	out := make([]byte, frameLen+len(payload))
-	copy(out, frameMagic)
-	binary.BigEndian.PutUint32(out[4:], uint32(len(payload)))
-	binary.BigEndian.PutUint32(out[8:], crc32.Checksum(payload, crcTable))
-	copy(out[frameLen:], payload)
-	return out
-}
-
-// fillFrame writes the frame of a record built with frameLen bytes of room before its payload.
-func fillFrame(rb []byte) {
-	p := rb[frameLen:]
-	copy(rb, frameMagic)
-	binary.BigEndian.PutUint32(rb[4:], uint32(len(p)))
-	binary.BigEndian.PutUint32(rb[8:], crc32.Checksum(p, crcTable))
-}
-
-// checkFrame returns the payload length a frame announces, or false when it is not a frame.
-func checkFrame(b []byte) (uint32, bool) {
-	if len(b) < frameLen || string(b[:4]) != frameMagic {
-		return 0, false
-	}
-	n := binary.BigEndian.Uint32(b[4:])
-	return n, n <= maxRecord
-}
 
 // payload is a decoded record (strings alias the record's bytes only where noted).
 type payload struct {

@@ -208,7 +208,7 @@ func TestTornTailsLeaveAPrefix(t *testing.T) {
 	}
 	s.Close()
 	full, _ := os.ReadFile(path)
-	for cut := int64(len(logHeader)); cut < int64(len(full)); cut += 53 {
+	for cut := int64(logHeaderLen); cut < int64(len(full)); cut += 53 {
 		for _, tail := range [][]byte{nil, []byte(frameMagic + "\x00\x00\x01\x00garbage"), make([]byte, 4096)} {
 			dir := t.TempDir()
 			os.MkdirAll(filepath.Join(dir, logDir), 0o700)

@@ -478,7 +478,9 @@ func (b *batch) reconcile(st *Stream) error {
 	}
 	keys := slices.Sorted(maps.Keys(st.seen))
 	st.seen = nil
+	// An item whose write failed (ENOSPC inside the re-list) is not held: the list is not whole.
+	complete := !b.full && b.w.store.holdsAll(b.r, keys)
 	return b.w.store.PutList(b.r, ListRecord{Namespace: st.sel.Namespace, LabelSelector: st.sel.LabelSelector,
-		FieldSelector: st.sel.FieldSelector, ResourceVersion: st.listMeta.ResourceVersion, Complete: !b.full, At: time.Now().UTC(), Keys: keys,
+		FieldSelector: st.sel.FieldSelector, ResourceVersion: st.listMeta.ResourceVersion, Complete: complete, At: time.Now().UTC(), Keys: keys,
 		APIVersion: st.listMeta.APIVersion, Kind: st.listMeta.ItemKind()})
 }

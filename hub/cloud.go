@@ -76,11 +76,13 @@ const storeWait = 30 * time.Second
 var errOffline = errors.New("hub: the cloud is unreachable")
 
 // ownFetch returns how one of the hub's own readers (named component, as in its User-Agent
-// "nodehub/<component>") reads the cloud: a list or watch of a pool-scope resource from the
-// shared store once it holds one (fromStore); else as the node through the cloud client while the cloud is
+// "nodehub/<component>") reads the cloud: a list of a pool-scope resource from the shared store
+// once it holds one (fromStore); else as the node through the cloud client while the cloud is
 // reachable, each 200 answer teed into the cache as the hub's own (cache.SelfComponent); while
 // it is not, a get or list is answered from that cache and a watch waits for the cloud to come
-// back, then fails so the reader lists again.
+// back, then fails so the reader lists again. Until the first probe's verdict a read waits for it:
+// at start the cloud is not known unreachable, and a reader that took the cache's "never cached"
+// would back off (the topology source, and so the filters, would start empty).
 func (s *Server) ownFetch(component string) listwatch.Fetch {
 	return func(ctx context.Context, path string) (*http.Response, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
@@ -104,10 +106,10 @@ func (s *Server) ownFetch(component string) listwatch.Fetch {
 			}
 			t.Stop()
 		}
-		if st := s.pool.Store(ri); st != nil {
+		if st := s.pool.Store(ri); st != nil && ri.Verb == wire.VerbList {
 			return fromStore(req, ri, st), nil
 		}
-		if !s.state.Online() && s.local != nil {
+		if s.state.verdict(ctx) != remote.Healthy && s.local != nil {
 			if ri.Verb == wire.VerbWatch {
 				select {
 				case <-ctx.Done():

@@ -65,6 +65,9 @@ type Config struct {
 	// SetToken replaces the join token (POST /v1/token); nil when not bootstrapping by token (the
 	// endpoint then answers that it is not available).
 	SetToken func(string) error
+	// Parts are parts main built that run with the hub's own (NodeCredentials' renewal,
+	// ServingCertificate's): each until the hub stops; an error of one stops the hub.
+	Parts []Part
 	// Profiling serves /debug/pprof/ on the hub port.
 	Profiling bool
 	// RemoteMetrics serves /metrics to any address the hub port is reached at; by default the
@@ -128,9 +131,10 @@ func (c Config) ExtraHosts() []string {
 	return nil
 }
 
-// The defaults of Config's zero values. They are YurtHub's defaults (which main's flags also
-// have), except the addresses: an empty ProxyAddr or HubAddr is a free loopback port (see
-// Server.Addrs), so a Config built in a test never takes a port another hub uses.
+// The defaults of Config's zero values, the one place they are written: YurtHub's defaults,
+// which main's flags take from here (design_test.go checks it), except the addresses: an empty
+// ProxyAddr or HubAddr is a free loopback port (see Server.Addrs), so a Config built in a test
+// never takes a port another hub uses.
 const (
 	DefaultLBMode             = RoundRobin
 	DefaultHeartbeatInterval  = 10 * time.Second
@@ -141,7 +145,7 @@ const (
 	DefaultCacheSyncInterval  = time.Second
 	DefaultGCFrequency        = 120 * time.Minute
 	DefaultPoolLeaseNamespace = "kube-node-lease"
-	DefaultPoolLeaderTimeout  = 5 * time.Second
+	DefaultPoolLeaderTimeout  = pool.DefaultLeaderTimeout
 	defaultAddr               = "127.0.0.1:0"
 )
 
@@ -212,7 +216,7 @@ func (c *Config) check() error {
 }
 
 // Credentials are the node's credentials (Config.Credentials): what the backends present, and
-// whether they are loaded (certs.Source, certs.Manager; StartCredentials returns one).
+// whether they are loaded (certs.Source, certs.Manager; NodeCredentials returns one).
 type Credentials interface {
 	wire.Credentials
 	Err() error

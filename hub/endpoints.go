@@ -47,7 +47,9 @@ func (s *Server) loopbackOnly(h http.Handler) http.Handler {
 	})
 }
 
-// readyz is 200 when the node's credentials are loaded and some cloud server answered once.
+// readyz is 200 when the node's credentials are loaded, some cloud server answered once, and the
+// filters' data is loaded (topologyReady), as YurtHub holds readiness until its filters' informers
+// synced.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	var reasons []string
 	if err := s.cfg.Credentials.Err(); err != nil {
@@ -68,6 +70,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			}
 		}
 		reasons = append(reasons, msg)
+	}
+	if !s.topologyReady() {
+		reasons = append(reasons, "the servicetopology filter's topology (services, the pool's nodes) is not loaded yet")
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	// The hub's address on the node is a detail, not a reason: proxying on loopback goes on.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"sync"
@@ -60,9 +60,11 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 		Transport: balancerTransport{s.balancer},
 		// Zero: a streamed response (a watch, or any body without Content-Length) is flushed after
 		// every write, so events reach the client as soon as they arrive; a sized body is not.
-		FlushInterval:  0,
-		BufferPool:     bufferPool{},
-		ErrorLog:       log.New(io.Discard, "", 0),
+		FlushInterval: 0,
+		BufferPool:    bufferPool{},
+		// What the ReverseProxy logs itself (a body cut mid-copy: a watch the cloud ended
+		// abruptly) goes to the hub's log at debug, as the servers' errors do.
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ModifyResponse: s.respond,
 		ErrorHandler:   s.fallback,
 	}
@@ -113,6 +115,7 @@ func (s *Server) respond(resp *http.Response) error {
 		return errThrottled // the apiserver sheds load: the cache answers meanwhile
 	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+	gunzipWatch(ri, resp)
 	if q.caller != "" {
 		s.recordToken(q, resp)
 	}

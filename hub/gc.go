@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"nodehub/wire"
@@ -16,18 +17,22 @@ const unusedCacheAge = 7 * 24 * time.Hour
 // runGC collects the cache: once, as soon as the cloud is reachable, kubelet's pods of this node
 // are re-listed so pods deleted while the hub was down leave the cache; every GCFrequency old
 // events are removed (offline too: offline creates are what piles up then) and, while the cloud
-// is reachable, unused components' caches.
+// is reachable, unused components' caches. It returns when ctx ends and the re-list has ended.
 func (s *Server) runGC(ctx context.Context) {
 	reached := make(chan struct{})
-	go func() {
+	var relist sync.WaitGroup
+	defer relist.Wait()
+	relist.Go(func() {
 		if !s.waitReached(ctx) {
 			return
 		}
 		if err := s.relistNodePods(ctx); err != nil {
 			s.log.Warn("cache gc: re-list of this node's pods failed", "err", err)
+		} else {
+			s.log.Info("cache gc: this node's pods re-listed") // once per start
 		}
 		close(reached)
-	}()
+	})
 	t := time.NewTicker(s.cfg.GCFrequency)
 	defer t.Stop()
 	for {
@@ -63,16 +68,19 @@ func (s *Server) waitReached(ctx context.Context) bool {
 				return true
 			}
 		}
+		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return false
-		case <-time.After(time.Second):
+		case <-t.C:
 		}
 	}
 }
 
-// relistNodePods lists this node's pods from the cloud as kubelet does and tees the answer into
-// kubelet's cache, whose reconcile removes the pods the cloud no longer has.
+// relistNodePods lists this node's pods from the cloud as kubelet does and keeps the answer in
+// kubelet's cache as the proxy would have (its filter chain, then keep), whose reconcile removes
+// the pods the cloud no longer has.
 func (s *Server) relistNodePods(ctx context.Context) error {
 	url := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + s.cfg.NodeName
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -89,13 +97,11 @@ func (s *Server) relistNodePods(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	body := s.cache.Tee(ri, "kubelet", resp)
-	if body == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil
+	if chain := s.chain(ri); chain != nil && resp.StatusCode == http.StatusOK {
+		s.filter(chain, ri, resp)
 	}
-	_, err = io.Copy(io.Discard, body)
-	_ = body.Close()
+	s.keep(ri, "kubelet", resp)
+	_, err = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 	return err
 }

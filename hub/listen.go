@@ -24,23 +24,25 @@ func hasBearer(auth string) bool {
 	return len(auth) > len(p) && strings.EqualFold(auth[:len(p)], p) && strings.TrimSpace(auth[len(p):]) != ""
 }
 
-// Connections a listener keeps open for clients that are not on the node itself (pods): at most
-// MaxConnsPerHost from one address and MaxConns in all. Past either, a new connection is closed
-// at once. Loopback clients (the node's own) are never limited.
+// Connections a listener keeps open for clients that are not on the node itself (pods, and on the
+// pool port other nodes): at most MaxConnsPerHost from one address and MaxConns in all. Past
+// either, a new connection is closed at once. Loopback clients (the node's own) are not limited
+// on the ports the node's clients use.
 const (
 	MaxConnsPerHost = 32
 	MaxConns        = 256
 )
 
-// limitConns wraps a listener with the MaxConns and MaxConnsPerHost bounds; refused counts the
-// connections it closed.
-func limitConns(ln net.Listener, refused func()) net.Listener {
-	return &connLimit{Listener: ln, refused: refused, hosts: map[string]int{}}
+// limitConns wraps a listener with the MaxConns and MaxConnsPerHost bounds (for loopback clients
+// too unless loopbackFree); refused counts the connections it closed.
+func limitConns(ln net.Listener, loopbackFree bool, refused func()) net.Listener {
+	return &connLimit{Listener: ln, loopbackFree: loopbackFree, refused: refused, hosts: map[string]int{}}
 }
 
 type connLimit struct {
 	net.Listener
-	refused func()
+	loopbackFree bool
+	refused      func()
 
 	mu    sync.Mutex
 	n     int
@@ -54,7 +56,7 @@ func (l *connLimit) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		host := hostOf(c.RemoteAddr())
-		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		if ip := net.ParseIP(host); l.loopbackFree && ip != nil && ip.IsLoopback() {
 			return c, nil
 		}
 		l.mu.Lock()

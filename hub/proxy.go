@@ -29,7 +29,7 @@ import (
 //     from the shared store (pool.go); offline, or a cold read, from the cache (hub/local);
 //     offline without a cache: 503; else to the cloud
 //  5. chain     the filters its answer goes through (for the pool and the cloud routes; the
-//     cache holds filtered answers)
+//     cache holds filtered answers); servicetopology's waits for the topology (503 past 10 s)
 //  6. forward   to a healthy server through httputil.ReverseProxy and the balancer (forward.go);
 //     on the cloud's answer (respond): count it, keep a token, filter it, set the autonomy
 //     condition, learn the ServiceAccount the cloud accepted, tee it into the cache
@@ -54,15 +54,17 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 			s.forward(q)
 		}
 	case routePool:
-		s.chainFor(q)
-		s.servePool(q)
+		if s.chainFor(q) {
+			s.servePool(q)
+		}
 	case routeLocal:
 		s.serveLocal(q)
 	case routeUnavailable:
 		wire.WriteStatus(q.w, q.ri.Accept, http.StatusServiceUnavailable, "nodehub: no healthy cloud server")
 	case routeCloud:
-		s.chainFor(q)
-		s.forward(q)
+		if s.chainFor(q) {
+			s.forward(q)
+		}
 	}
 }
 
@@ -136,7 +138,8 @@ func (s *Server) identify(q *proxyRequest) {
 	if s.local != nil {
 		var own string
 		own, q.cred = s.cacheOwner(q.ri, q.r, q.id)
-		q.local = &local.Request{Info: q.ri, Own: own, Shared: q.id == remote.Node}
+		node := q.id == remote.Node
+		q.local = &local.Request{Info: q.ri, Own: own, Shared: node, Vouched: node || s.ids.Vouched(q.cred)}
 	}
 }
 
@@ -223,6 +226,26 @@ func (s *Server) coldRead(r *http.Request, lreq *local.Request) bool {
 	return s.state.settle(r.Context()) != remote.Healthy
 }
 
+// chain returns the filter chain for a request of the hub's own (nil when no filter applies),
+// counted in /metrics: the re-list of kubelet's pods (relistNodePods), filtered as the proxy's.
+func (s *Server) chain(ri *wire.RequestInfo) *filter.Chain { return s.counted(s.filters.For(ri)) }
+
+// counted has c's filter errors and actions counted in /metrics.
+func (s *Server) counted(c *filter.Chain) *filter.Chain {
+	if c == nil {
+		return nil
+	}
+	c.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
+	c.OnChange = func(name string, v filter.Verdict) {
+		action := "changed"
+		if v == filter.Drop {
+			action = "removed"
+		}
+		s.metrics.filterActions.Inc(name, action)
+	}
+	return c
+}
+
 // serveLocal answers a request from the cache (routeLocal).
 func (s *Server) serveLocal(q *proxyRequest) {
 	s.metrics.offline.Inc(verbLabel(q.ri.Verb))
@@ -232,22 +255,59 @@ func (s *Server) serveLocal(q *proxyRequest) {
 // chainFor is step 5, the one place a request's filters are chosen: the chain for its
 // component, resource and verb (nil when no filter applies), counted in /metrics. A watch whose
 // chain uses servicetopology ends when the topology changes: the client re-lists and gets
-// re-filtered slices.
-func (s *Server) chainFor(q *proxyRequest) {
-	q.chain = s.fixChain(q, s.filters.For(q.ri))
+// re-filtered slices. A chain using servicetopology waits for the topology to be loaded (up to
+// topologyWait; then 503 with Retry-After): an answer filtered with an empty topology would hold
+// every node's endpoints. false when the request was answered.
+func (s *Server) chainFor(q *proxyRequest) bool {
+	q.chain = s.counted(s.fixChain(q, s.filters.For(q.ri)))
 	if q.chain == nil {
-		return
+		return true
 	}
-	q.chain.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
-	q.chain.OnChange = func(name string, v filter.Verdict) {
-		action := "changed"
-		if v == filter.Drop {
-			action = "removed"
-		}
-		s.metrics.filterActions.Inc(name, action)
+	if q.chain.Uses("servicetopology") && !s.waitTopology(q.ctx) {
+		q.w.Header().Set("Retry-After", "1")
+		wire.WriteStatus(q.w, q.ri.Accept, http.StatusServiceUnavailable, "nodehub: the topology the servicetopology filter needs is not loaded yet")
+		return false
 	}
 	if q.ri.Verb == wire.VerbWatch && q.chain.Uses("servicetopology") {
 		stop := context.AfterFunc(s.topo.Changes(), q.cancel)
 		q.onEnd(func() { stop() })
+	}
+	return true
+}
+
+// topologyWait is how long a request whose answer the servicetopology filter rewrites waits for
+// the topology's first load.
+const topologyWait = 10 * time.Second
+
+// waitTopology waits until the topology is loaded, topologyWait at most (or ctx ends).
+func (s *Server) waitTopology(ctx context.Context) bool {
+	select {
+	case <-s.topo.Synced():
+		return true
+	default:
+	}
+	t := time.NewTimer(topologyWait)
+	defer t.Stop()
+	select {
+	case <-s.topo.Synced():
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// topologyReady reports whether the filters' data is loaded: the topology when servicetopology is
+// in use. Offline it does not hold readiness (offline answers come from the cache, which holds
+// filtered answers).
+func (s *Server) topologyReady() bool {
+	if !s.filters.Uses("servicetopology") {
+		return true
+	}
+	select {
+	case <-s.topo.Synced():
+		return true
+	default:
+		return s.state.get() == remote.Unhealthy
 	}
 }

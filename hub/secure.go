@@ -15,10 +15,10 @@ import (
 // dummy interface's address appears after the hub starts).
 const secureRetry = 30 * time.Second
 
-// serveSecure serves the HTTPS proxy port for pods on addr until ctx ends. A bind failure is not
-// fatal: the node's own clients use the plain port, so the hub keeps serving them and tries the
-// address again every secureRetry (logged once, at warning for the main address).
-func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
+// serveSecure serves the HTTPS proxy port for pods on addr until ctx ends (a part of g). A bind
+// failure is not fatal: the node's own clients use the plain port, so the hub keeps serving them
+// and tries the address again every secureRetry (logged once, at warning for the main address).
+func (s *Server) serveSecure(ctx context.Context, g *group, addr string, main bool) {
 	var ln net.Listener
 	for warned := false; ; warned = true {
 		var err error
@@ -34,32 +34,24 @@ func (s *Server) serveSecure(ctx context.Context, addr string, main bool) {
 			}
 			s.log.Log(ctx, lvl, "secure port: cannot listen yet; retrying", "addr", addr, "err", err, "every", secureRetry)
 		}
+		t := time.NewTimer(secureRetry)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(secureRetry):
+		case <-t.C:
 		}
 	}
-	ln = limitConns(ln, func() { s.metrics.refusedConns.Inc("secure") })
+	ln = s.boundConns(ln, "secure", true)
 	hs := s.newHTTPServer(ctx, http.HandlerFunc(s.serveBearer))
 	hs.TLSConfig = &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12}
 	s.log.Info("listening", "port", "secure", "addr", ln.Addr().String())
 	s.mu.Lock()
 	s.secure = append(s.secure, ln.Addr())
 	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = hs.ServeTLS(ln, "", "")
-	}()
-	select {
-	case <-ctx.Done():
-	case <-done:
-		return
+	if err := s.serve(ctx, g, hs, ln); err != nil {
+		s.log.Warn("secure port: stopped serving", "addr", addr, "err", err)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(shutdownCtx)
 }
 
 // serveBearer admits a request on the secure port only with a bearer token, which is forwarded

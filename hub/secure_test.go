@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"nodehub/hub/certs"
+	"nodehub/node/certs"
 )
 
 // Where the node's identity is never lent, a request without a bearer token gets a 401 Status

@@ -7,8 +7,6 @@ package hub
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,7 +19,6 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/autonomy"
-	"nodehub/hub/dummyif"
 	"nodehub/hub/endpointfix"
 	"nodehub/hub/identity"
 	"nodehub/hub/local"
@@ -31,6 +28,7 @@ import (
 	"nodehub/hub/remote"
 	"nodehub/hub/tokens"
 	"nodehub/hub/topology"
+	"nodehub/node/dummyif"
 	"nodehub/pool"
 )
 
@@ -64,6 +62,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	secure    []net.Addr
+
+	beforeCacheClose func() // a test's look at the hub as Run closes the cache
 }
 
 // New checks the configuration and prepares the servers; nothing listens until Run.
@@ -158,145 +158,6 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Run listens on the proxy and hub ports and serves until ctx ends, then shuts the servers down.
-func (s *Server) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type server struct {
-		name, addr string
-		h          http.Handler
-		freebind   bool        // the address may not be on the node yet (the dummy link comes later)
-		tls        *tls.Config // served over TLS (the pool port), without the connection limits
-	}
-	proxyHandler := http.HandlerFunc(s.serveProxy)
-	servers := []server{
-		{name: "proxy", addr: s.cfg.ProxyAddr, h: proxyHandler},
-		{name: "hub", addr: s.cfg.HubAddr, h: s.hubMux()},
-	}
-	// A port bound to the unspecified address already gets the extra hosts' connections (and a
-	// second listener on the same port would fail).
-	if bind, port, err := net.SplitHostPort(s.cfg.ProxyAddr); err == nil && !net.ParseIP(bind).IsUnspecified() {
-		for _, host := range s.cfg.ExtraHosts() {
-			servers = append(servers, server{name: "proxy", addr: net.JoinHostPort(host, port), h: proxyHandler, freebind: true})
-		}
-	}
-	if addr := s.pool.PeerAddr(); addr != "" {
-		// Followers (other nodes, one connection each) read the leader's stores here.
-		servers = append(servers, server{name: "pool", addr: addr, h: s.pool, tls: s.pool.PeerTLS()})
-	}
-	if s.dummy != nil {
-		dctx, stopDummy := context.WithCancel(ctx)
-		ended := make(chan struct{})
-		go func() { // the listeners below bind with IP_FREEBIND: they need not wait for it
-			defer close(ended)
-			s.dummy.Run(dctx)
-		}()
-		defer func() {
-			stopDummy()
-			<-ended // no re-ensure after the removal
-			if s.cfg.DummyIf.Cleanup {
-				if err := s.dummy.Remove(); err != nil {
-					s.log.Warn("could not remove the hub's link", "err", err)
-				}
-			}
-		}()
-	}
-	errc := make(chan error, len(servers)+1)
-	var httpServers []*http.Server
-	for _, sv := range servers {
-		ln, err := listen(ctx, sv.addr, sv.freebind)
-		if err != nil {
-			return fmt.Errorf("hub: %s port: %w", sv.name, err)
-		}
-		hs := s.newHTTPServer(ctx, sv.h)
-		httpServers = append(httpServers, hs)
-		s.log.Info("listening", "port", sv.name, "addr", ln.Addr().String())
-		if sv.tls != nil {
-			hs.TLSConfig = sv.tls
-			go func() { errc <- hs.ServeTLS(ln, "", "") }()
-			continue
-		}
-		ln = limitConns(ln, func() { s.metrics.refusedConns.Inc(sv.name) })
-		s.mu.Lock()
-		s.listeners = append(s.listeners, ln)
-		s.mu.Unlock()
-		go func() { errc <- hs.Serve(ln) }()
-	}
-	for i, addr := range s.cfg.SecureAddrs {
-		go s.serveSecure(ctx, addr, i == 0)
-	}
-	s.state.begin(time.Now())
-	go s.checker.Run(ctx, s.balancer.Backends)
-	go s.ids.Run(ctx)
-	go s.tokens.Run(ctx)
-	if s.fix != nil && s.pool != nil && s.cfg.Pool.Mode != pool.ModeOff {
-		go s.shareReports(ctx)
-	}
-	if s.fix != nil {
-		go s.fix.Run(ctx, endpointfix.Link{Online: s.state.Online, Changed: s.state.Changed, OnLost: s.findGone,
-			Lost: func() bool { return s.state.get() == remote.Unhealthy }})
-	}
-	if s.filters.Uses("servicetopology") {
-		go s.topo.Run(ctx)
-	}
-	if s.cache != nil {
-		go s.cache.Store.RunSync(ctx, s.cfg.CacheSyncInterval)
-		go func() {
-			if checked, bad := s.cache.Store.Verify(ctx); bad > 0 {
-				s.log.Warn("cache: quarantined corrupt files at start", "checked", checked, "bad", bad)
-			}
-		}()
-		go s.runGC(ctx)
-	}
-	if s.cfg.Started != nil {
-		go s.started(ctx)
-	}
-	poolDone := make(chan struct{})
-	if s.pool != nil {
-		go func() {
-			defer close(poolDone)
-			s.pool.Run(ctx)
-		}()
-	} else {
-		close(poolDone)
-	}
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	// Stopping: the servers stop accepting and in-flight requests end (their context is gone, so
-	// watches end at once; the rest get up to 5 s); then the cache writes what waits and syncs.
-	// All within 10 s.
-	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	for _, hs := range httpServers {
-		_ = hs.Shutdown(shutdownCtx)
-	}
-	s.ids.Save()
-	if err := s.tokens.SaveAll(); err != nil {
-		s.log.Warn("tokens: save at stop", "err", err)
-	}
-	cancel() // the pool releases its lease
-	select {
-	case <-poolDone:
-	case <-time.After(3 * time.Second):
-	}
-	if s.cache != nil {
-		flushCtx, flushed := context.WithTimeout(context.Background(), 4*time.Second)
-		defer flushed()
-		if err := s.cache.Writer.Close(flushCtx); err != nil {
-			s.log.Warn("cache: not everything was written before the stop", "err", err)
-		}
-		_ = s.cache.Store.Close()
-	}
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	return err
-}
-
 // Bounds on what a client may send, on every port the hub serves.
 const (
 	// MaxHeaderBytes bounds a request's line and headers (a 1 MB User-Agent gets 431). Kubernetes
@@ -308,6 +169,12 @@ const (
 	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
 	DefaultBodyTimeout = 10 * time.Second
 )
+
+// boundConns applies MaxConnsPerHost and MaxConns to a port's listener (loopback clients exempt
+// when loopbackFree: the node's own), counting what it refuses.
+func (s *Server) boundConns(ln net.Listener, port string, loopbackFree bool) net.Listener {
+	return limitConns(ln, loopbackFree, func() { s.metrics.refusedConns.Inc(port) })
+}
 
 // newHTTPServer is the http.Server every port of the hub uses (proxy, hub API, secure, pool): bounded
 // headers, a deadline on them, idle connections closed, the hub's lifetime as base context.

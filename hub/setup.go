@@ -8,15 +8,18 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 
-	"nodehub/hub/certs"
-	"nodehub/hub/dummyif"
 	"nodehub/hub/remote"
+	"nodehub/node/certs"
+	"nodehub/pool"
 )
 
-// What main needs besides Config to start a hub: the checks of the values that go into Config,
-// and the node's credentials and serving certificate it hands to Config. main reaches hub's parts
-// (hub/certs, hub/dummyif, hub/remote) only through these.
+// What main needs besides Config to start a hub: the checks of the values that go into Config
+// that are the hub's (servers, balancing), and the node's credentials and serving certificate it
+// hands to Config (with their parts, which the hub runs). main never reaches hub's parts
+// (hub/remote...); the node's features it configures (node/certs, node/dummyif) it uses directly.
 
 // Load-balancing modes (Config.LBMode).
 const (
@@ -27,45 +30,9 @@ const (
 // ParseServerAddr checks one cloud server address of Config.Servers ("host:port" means https).
 func ParseServerAddr(addr string) (*url.URL, error) { return remote.ParseServerAddr(addr) }
 
-// The hub's link (Config.DummyIf): YurtHub's defaults.
-const (
-	DefaultDummyIfName = dummyif.DefaultName
-	DefaultDummyIfIPv4 = dummyif.DefaultIPv4
-	DefaultDummyIfIPv6 = dummyif.DefaultIPv6
-)
-
-// ValidateDummyIfName checks the link's name (at most 15 characters).
-func ValidateDummyIfName(name string) error { return dummyif.ValidateName(name) }
-
-// ValidateDummyIfIP checks the link's address (inside 169.254.0.0/16 but not YurtHub's reserved
-// addresses, or IPv6).
-func ValidateDummyIfIP(ip net.IP) error { return dummyif.ValidateIP(ip) }
-
-// How the node gets its credentials (NodeIdentity.Mode).
-const (
-	// BootstrapToken: nodehub obtains and renews its own client certificate with a join token or a
-	// bootstrap kubeconfig; without either (and no certificate from an earlier bootstrap), it uses
-	// kubelet's credentials.
-	BootstrapToken = certs.ModeToken
-	// BootstrapKubeletCertificate: kubelet's client certificate and CA.
-	BootstrapKubeletCertificate = certs.ModeKubeletCertificate
-	// DefaultKubeletKubeconfig is where kubelet's kubeconfig usually is.
-	DefaultKubeletKubeconfig = certs.KubeletKubeconfig
-)
-
-// ValidateJoinToken checks a bootstrap token's form (abcdef.0123456789abcdef).
-func ValidateJoinToken(tok string) error {
-	_, _, err := certs.ParseToken(tok)
-	return err
-}
-
-// ParseCAHash checks one "sha256:<hex>" pin of the cluster CA's public key and returns it
-// normalized.
-func ParseCAHash(h string) (string, error) { return certs.ParseCAHash(h) }
-
 // NodeIdentity says where the node's credentials come from (the bootstrap flags).
 type NodeIdentity struct {
-	Mode     string // BootstrapToken or BootstrapKubeletCertificate
+	Mode     string // certs.ModeToken or certs.ModeKubeletCertificate
 	Servers  []string
 	NodeName string
 	// PKIDir is <root-dir>/pki: the hub's certificates.
@@ -86,7 +53,7 @@ type NodeIdentity struct {
 // token, a bootstrap file, or a certificate an earlier bootstrap left in PKIDir) rather than
 // reading kubelet's or the named files.
 func (id NodeIdentity) Bootstraps() bool {
-	if id.Mode != BootstrapToken || id.ClientCert != "" || id.CAFile != "" {
+	if id.Mode != certs.ModeToken || id.ClientCert != "" || id.CAFile != "" {
 		return false
 	}
 	if id.JoinToken != "" || id.BootstrapFile != "" {
@@ -96,39 +63,68 @@ func (id NodeIdentity) Bootstraps() bool {
 	return err == nil
 }
 
-// StartCredentials returns the node's credentials for Config.Credentials and, when the hub
-// bootstraps them, Config.SetToken (else nil). A bootstrapping hub renews its certificate until
-// ctx ends; an error it cannot recover from (a wrong CA pin) arrives on the returned channel.
-func StartCredentials(ctx context.Context, id NodeIdentity, log *slog.Logger) (Credentials, func(string) error, <-chan error) {
-	fatal := make(chan error, 1)
+// Part is a part of the node main builds before the hub (the node's credentials, the serving
+// certificate) and hands to Config.Parts: the hub runs it with its own parts, until it stops; an
+// error it returns stops the hub.
+type Part struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// NodeCredentials returns the node's credentials for Config.Credentials and, when the hub
+// bootstraps them, Config.SetToken and the part that obtains and renews the certificate (else
+// nil and nil). That part's error (a wrong CA pin) stops the hub.
+func NodeCredentials(id NodeIdentity, log *slog.Logger) (Credentials, func(string) error, *Part) {
 	if id.Bootstraps() {
 		mgr := certs.NewManager(certs.ManagerConfig{
 			Servers: id.Servers, NodeName: id.NodeName, Organizations: id.Organizations, Dir: id.PKIDir,
 			Token: id.JoinToken, Discovery: certs.Discovery{CAHashes: id.CAHashes, SkipCAVerification: id.SkipCAVerification},
 			BootstrapKubeconfig: id.BootstrapFile, Log: log,
 		})
-		go func() {
-			if err := mgr.Run(ctx); err != nil {
-				fatal <- err
-			}
-		}()
-		return mgr, mgr.SetToken, fatal
+		return mgr, mgr.SetToken, &Part{Name: "node credentials", Run: mgr.Run}
 	}
-	if id.Mode == BootstrapToken && id.ClientCert == "" && id.CAFile == "" {
+	if id.Mode == certs.ModeToken && id.ClientCert == "" && id.CAFile == "" {
 		log.Info("no --join-token or --bootstrap-file and no bootstrapped certificate: using kubelet's credentials", "kubeconfig", id.KubeletKubeconfig)
 	}
 	src := certs.NewSource(certs.KubeletFiles(id.KubeletKubeconfig, id.ClientCert, id.ClientKey, id.CAFile))
 	if err := src.Err(); err != nil {
 		log.Warn("node credentials not loaded yet; retrying in the background", "err", err)
 	}
-	return src, nil, fatal
+	return src, nil, nil
 }
 
-// ServingCertificate obtains the hub's serving certificate (a kubernetes.io/kubelet-serving CSR
-// for ips and the kubernetes service names, stored in pkiDir and renewed until ctx ends) and
-// returns Config.ServingCert.
-func ServingCertificate(ctx context.Context, servers []string, nodeName, pkiDir string, ips []net.IP, creds Credentials, log *slog.Logger) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+// SecureNames returns where the secure port listens (port 0: nowhere) and which IPs the hub's
+// serving certificate names (Config.SecureAddrs, and ServingCertificate's ips). Pods reach the
+// secure port at the proxy's bind address, the hub's link address and the address the filters
+// give them (masterHost), each once; an unspecified bind address is all of them. A pool leader
+// (poolMode not pool.ModeOff) serves the other hubs with the same certificate at its pool
+// address (poolBind), also when the secure port is off.
+func SecureNames(bindProxy string, port int, masterHost string, dummy DummyIf, poolMode, poolBind string) (addrs []string, ips []net.IP) {
+	if port > 0 {
+		hosts := []string{bindProxy}
+		if ip := net.ParseIP(bindProxy); ip == nil || !ip.IsUnspecified() {
+			hosts = append(hosts, Config{DummyIf: dummy}.ExtraHosts()...)
+			hosts = append(hosts, masterHost)
+		}
+		for _, h := range hosts {
+			addr := net.JoinHostPort(h, strconv.Itoa(port))
+			if slices.Contains(addrs, addr) {
+				continue
+			}
+			addrs = append(addrs, addr)
+			ips = append(ips, net.ParseIP(h))
+		}
+	}
+	if ip := net.ParseIP(poolBind); poolMode != pool.ModeOff && ip != nil && !ip.IsUnspecified() && !slices.ContainsFunc(ips, ip.Equal) {
+		ips = append(ips, ip)
+	}
+	return addrs, ips
+}
+
+// ServingCertificate returns Config.ServingCert, the hub's serving certificate, and the part
+// that obtains it (a kubernetes.io/kubelet-serving CSR for ips and the kubernetes service names,
+// stored in pkiDir) and renews it.
+func ServingCertificate(servers []string, nodeName, pkiDir string, ips []net.IP, creds Credentials, log *slog.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), Part) {
 	s := certs.NewServing(certs.ServingConfig{Servers: servers, NodeName: nodeName, Dir: pkiDir, IPs: ips, Creds: creds, Log: log})
-	go s.Run(ctx)
-	return s.GetCertificate
+	return s.GetCertificate, Part{Name: "serving certificate", Run: func(ctx context.Context) error { s.Run(ctx); return nil }}
 }

@@ -110,6 +110,24 @@ func (s *cloudState) settle(ctx context.Context) remote.State {
 	return s.get()
 }
 
+// verdict waits, while the state is Unknown, until the first probe's verdict (or ctx ends), and
+// returns the state then.
+func (s *cloudState) verdict(ctx context.Context) remote.State {
+	for {
+		s.mu.Lock()
+		st, ch := s.state, s.changed
+		s.mu.Unlock()
+		if st != remote.Unknown {
+			return st
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return st
+		}
+	}
+}
+
 // set records the state; it reports whether it changed.
 func (s *cloudState) set(st remote.State) bool {
 	s.mu.Lock()

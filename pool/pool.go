@@ -80,6 +80,10 @@ type Config struct {
 // tries that leader again (a new leader is tried at once).
 const retryLeader = 30 * time.Second
 
+// DefaultLeaderTimeout is Config.LeaderTimeout's default (hub.DefaultPoolLeaderTimeout, and so
+// --pool-leader-timeout's).
+const DefaultLeaderTimeout = 5 * time.Second
+
 // Pool is the shared stores of the pool-scope resources and this hub's place in the pool.
 type Pool struct {
 	cfg    Config
@@ -110,7 +114,7 @@ func New(cfg Config) (*Pool, error) {
 		cfg.Log = slog.Default()
 	}
 	if cfg.LeaderTimeout <= 0 {
-		cfg.LeaderTimeout = 5 * time.Second
+		cfg.LeaderTimeout = DefaultLeaderTimeout
 	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeOff

@@ -87,6 +87,9 @@ func (s *Store) run(ctx context.Context, pick Picker, wake func() <-chan struct{
 			up.Failed(err)
 		}
 		log.Debug("pool: upstream failed", "resource", s.res.String(), "upstream", up.Name, "err", err)
+		if errors.Is(err, errTooLarge) && failures == 0 {
+			log.Warn("pool: a shared store went past its bounds; its clients read the cloud", "resource", s.res.String(), "upstream", up.Name, "err", err)
+		}
 		if failures++; failures == 5 && !s.Synced() {
 			log.Warn("pool: cannot list the resource; its clients go to the cloud until it can (RBAC?)", "resource", s.res.String(), "upstream", up.Name, "err", err)
 		}
@@ -130,15 +133,24 @@ func (s *Store) list(ctx context.Context, up Upstream) error {
 	defer cancel()
 	var items []*object
 	var itemErr error
+	var size int64
 	meta, err := listwatch.List(ctx, up.Fetch, s.res.url(s.listQuery()), func(raw []byte) error {
 		o, err := newObject(raw, s.res)
 		if err != nil {
 			itemErr = err
 			return nil
 		}
-		items = append(items, o)
+		items, size = append(items, o), size+int64(len(o.raw))
+		if s.over(len(items), size) {
+			return errTooLarge // what was read goes: memory holds at most the bounds
+		}
 		return nil
 	})
+	if errors.Is(err, errTooLarge) {
+		s.overflow()
+		maxN, maxB := s.bounds()
+		return fmt.Errorf("pool: list %s: more than %d objects or %d bytes; its clients read the cloud: %w", s.res, maxN, maxB, errTooLarge)
+	}
 	if err == nil {
 		err = itemErr
 	}
@@ -166,6 +178,7 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 	}
 	path := s.res.url(q)
 	var items []*object
+	var size int64
 	var quiet *time.Timer
 	if initial {
 		// An upstream that ignores sendInitialEvents (an apiserver before v1.27) answers a plain
@@ -205,12 +218,23 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 			return err
 		}
 		if initial {
-			items = append(items, o)
+			items, size = append(items, o), size+int64(len(o.raw))
+			if s.over(len(items), size) {
+				s.overflow()
+				return errTooLarge // what was read goes: memory holds at most the bounds
+			}
 			return nil
 		}
 		s.apply(ev.Type, o)
+		if !s.Synced() {
+			return errTooLarge // it went past its bounds: list again (and again, with the back-off)
+		}
 		return nil
 	})
+	if errors.Is(err, errTooLarge) {
+		maxN, maxB := s.bounds()
+		return fmt.Errorf("pool: watch %s: past %d objects or %d bytes; its clients read the cloud: %w", s.res, maxN, maxB, errTooLarge)
+	}
 	if initial && ctx.Err() != nil && errors.Is(context.Cause(ctx), errNoWatchList) {
 		err = errNoWatchList
 	}

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"nodehub/wire"
 )
 
 // fakeUpstream answers lists with a fixed body and watches with a stream the test writes to.
@@ -179,5 +182,108 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("%s did not happen within 30s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A shared store holds at most its bounds (issue 23: 400,000 tiny Services from the leader took
+// 158 MiB on every follower). A list past them is dropped as it is read and the store is not
+// served (its clients read the cloud); a watch that takes a served store past them empties it,
+// its open watches expire, and it lists again.
+func TestStoreIsBounded(t *testing.T) {
+	list := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"100000"},"items":[`)
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"metadata":{"name":"s%d","namespace":"ns","resourceVersion":"%d"}}`, i, i+1)
+		}
+		b.WriteString("]}")
+		return b.String()
+	}
+	run := func(st *Store, f *fakeUpstream) (chan error, context.CancelFunc) {
+		failed := make(chan error, 16)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			st.run(ctx, func() (Upstream, <-chan struct{}) {
+				return Upstream{Name: "leader", Fetch: f.fetch, Failed: func(err error) {
+					select {
+					case failed <- err:
+					default:
+					}
+				}}, nil
+			}, nil, slog.New(slog.DiscardHandler))
+		}()
+		return failed, func() { cancel(); <-done }
+	}
+	waitTooLarge := func(failed chan error) {
+		t.Helper()
+		for {
+			select {
+			case err := <-failed:
+				if errors.Is(err, errTooLarge) {
+					return
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the store did not go past its bounds")
+			}
+		}
+	}
+
+	// The default bounds: 60,000 tiny Services are not kept.
+	f := &fakeUpstream{watches: make(chan *io.PipeWriter, 4), list: list(DefaultMaxObjects + 10000)}
+	st := NewStore(Resource{Version: "v1", Resource: "services"})
+	failed, stop := run(st, f)
+	waitTooLarge(failed)
+	stop()
+	if _, _, n := st.Size(); st.Synced() || n != 0 {
+		t.Fatalf("after a list of %d objects: synced %v, %d objects held", DefaultMaxObjects+10000, st.Synced(), n)
+	}
+	p := &Pool{stores: map[Resource]*Store{st.res: st}}
+	if p.Store(request(t, "")) != nil {
+		t.Fatal("a store past its bounds serves its clients")
+	}
+
+	// A watch past the bounds of a served store: emptied, watches expire, and it lists again.
+	f = &fakeUpstream{watches: make(chan *io.PipeWriter, 4), list: list(90)}
+	st = NewStore(Resource{Version: "v1", Resource: "services"})
+	st.MaxObjects = 100
+	failed, stop = run(st, f)
+	defer stop()
+	w := <-f.watches
+	if !st.Synced() {
+		t.Fatal("a list within the bounds is not served")
+	}
+	_, _, cursor, _ := st.snapshot()
+	go func() {
+		for i := 0; i < 20; i++ {
+			fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"new%d","namespace":"ns","resourceVersion":"%d"}}}`+"\n", i, 200000+i)
+		}
+	}()
+	waitTooLarge(failed)
+	if _, _, _, err := st.next(cursor); err != ErrExpired {
+		t.Fatalf("an open watch of the emptied store: %v, want ErrExpired", err)
+	}
+	if _, _, n := st.Size(); n > 100 {
+		t.Fatalf("the store holds %d objects, past its bound of 100", n)
+	}
+	// It lists again (the resource fits once more): served again.
+	f.mu.Lock()
+	f.list = list(50)
+	f.mu.Unlock()
+	for deadline := time.Now().Add(60 * time.Second); !st.Synced(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the store did not list again once the resource fit")
+		}
+	}
+
+	// The bytes bound.
+	sb := NewStore(Resource{Version: "v1", Resource: "services"})
+	sb.MaxBytes = 1000
+	if sb.apply(wire.EventAdded, svc("a", 1, strings.Repeat("x", 2000))); sb.objBytes > 1000 {
+		t.Fatalf("the store holds %d bytes past its bound of 1000", sb.objBytes)
 	}
 }

@@ -23,6 +23,12 @@ type Store struct {
 	MaxEventBytes int64
 	// Refused, if set, is the back-off of its loop after a 403 or 404 (listwatch.Loop.Refused).
 	Refused time.Duration
+	// MaxObjects and MaxBytes bound what the store holds (defaults DefaultMaxObjects and
+	// DefaultMaxBytes of raw objects): a leader (or a cloud) that sends more cannot take the
+	// node's memory. Past either the store empties and is not served, so the node's clients read
+	// the cloud; it lists again (with listwatch's back-off) and serves again once the resource fits.
+	MaxObjects int
+	MaxBytes   int64
 
 	mu         sync.RWMutex
 	objs       map[string]*object // by namespace/name
@@ -47,6 +53,44 @@ type event struct {
 	obj  *object
 	prev *object // what selectors read of the object before a MODIFIED event (it may enter or leave a selection); no bytes
 	rv   uint64
+}
+
+// The bounds of a store (Store.MaxObjects, Store.MaxBytes): 50,000 objects is five times the
+// Services of a large cluster, 64 MiB of raw objects four times their JSON.
+const (
+	DefaultMaxObjects = 50000
+	DefaultMaxBytes   = 64 << 20
+)
+
+// errTooLarge is a list or watch that takes a store past its bounds.
+var errTooLarge = errors.New("pool: past the store's bounds")
+
+func (s *Store) bounds() (int, int64) {
+	n, b := s.MaxObjects, s.MaxBytes
+	if n <= 0 {
+		n = DefaultMaxObjects
+	}
+	if b <= 0 {
+		b = DefaultMaxBytes
+	}
+	return n, b
+}
+
+// over reports whether n objects of b bytes are past the store's bounds.
+func (s *Store) over(n int, b int64) bool {
+	maxN, maxB := s.bounds()
+	return n > maxN || b > maxB
+}
+
+// overflowLocked empties the store and stops serving it: its clients read the cloud, its open
+// watches end with 410 (their cursors are behind the window) and their clients re-list, from
+// the cloud. The next sync lists again (lock held).
+func (s *Store) overflowLocked() {
+	s.objs, s.objBytes = map[string]*object{}, 0
+	s.first += uint64(len(s.events)) + 1
+	s.events, s.eventBytes = nil, 0
+	s.synced, s.relist = false, true
+	s.notify()
 }
 
 // ErrExpired is returned for a watch that starts before the event window.
@@ -102,7 +146,11 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	}
 	if !s.synced {
 		s.objs, s.objBytes, s.rv, s.floor, s.synced, s.relist = newm, size, listRV, listRV, true, false
-		close(s.listed)
+		select {
+		case <-s.listed: // listed before, then emptied past its bounds (overflowLocked)
+		default:
+			close(s.listed)
+		}
 		s.notify()
 		return
 	}
@@ -132,12 +180,18 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	s.notify()
 }
 
-// apply applies one watch event from the upstream.
+// apply applies one watch event from the upstream; one that takes the store past its bounds
+// empties it (overflowLocked).
 func (s *Store) apply(typ string, o *object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := o.key()
 	old := s.objs[k]
+	if (typ == wire.EventAdded || typ == wire.EventModified) && old == nil && s.over(len(s.objs)+1, s.objBytes+int64(len(o.raw))) ||
+		old != nil && s.over(len(s.objs), s.objBytes-int64(len(old.raw))+int64(len(o.raw))) {
+		s.overflowLocked()
+		return
+	}
 	if old != nil {
 		s.objBytes -= int64(len(old.raw))
 	}
@@ -159,6 +213,13 @@ func (s *Store) apply(typ string, o *object) {
 		s.rv = o.rv
 	}
 	s.notify()
+}
+
+// overflow empties the store and stops serving it (overflowLocked).
+func (s *Store) overflow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.overflowLocked()
 }
 
 // bookmark moves the store's resourceVersion forward without a change.

@@ -39,9 +39,6 @@ func (b *ListBuilder) Add(item []byte) error {
 	return nil
 }
 
-// Len is the number of items added.
-func (b *ListBuilder) Len() int { return b.n }
-
 // Bytes returns the List with resourceVersion rv.
 func (b *ListBuilder) Bytes(rv string) ([]byte, error) { return b.BytesContinue(rv, "") }
 

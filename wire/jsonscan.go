@@ -1,5 +1,29 @@
 package wire
 
+// The JSON scanning of the wire: jsonMember below reads a whole object, jsonList (list.go) and
+// jsonWatch (watch.go) split a stream as it arrives. All three see strings through one scanner,
+// strScanner, so a quote or a bracket inside a string is read the same way everywhere.
+
+// strScanner scans the inside of a JSON string one byte at a time (its state survives between
+// a stream's writes): fed the bytes after the opening quote, it says which byte closes it.
+type strScanner struct{ esc bool }
+
+// next reads c, the next byte inside the string: end when c is the closing quote, plain when c
+// is a character of its own (neither an escape nor what an escape escapes).
+func (s *strScanner) next(c byte) (end, plain bool) {
+	switch {
+	case s.esc:
+		s.esc = false
+	case c == '\\':
+		s.esc = true
+	case c == '"':
+		return true, false
+	default:
+		return false, true
+	}
+	return false, false
+}
+
 // jsonMember returns the raw value of a top-level member of a JSON object, scanning the bytes
 // (strings and nesting aware) without decoding anything else.
 func jsonMember(obj []byte, key string) ([]byte, bool) {
@@ -48,11 +72,9 @@ func skipSpace(b []byte, i int) int {
 
 // skipString returns the index after the string starting at b[i] ('"'), or -1.
 func skipString(b []byte, i int) int {
+	var s strScanner
 	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
+		if end, _ := s.next(b[j]); end {
 			return j + 1
 		}
 	}

@@ -62,7 +62,7 @@ type jsonList struct {
 
 	depth    int
 	inStr    bool
-	esc      bool
+	str      strScanner
 	expect   int // at depth 1: expectKey, expectColon, expectValue, expectComma
 	key      []byte
 	inKey    bool
@@ -93,12 +93,9 @@ func (s *jsonList) Write(p []byte) (int, error) {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if s.inStr {
+			end, plain := s.str.next(c)
 			switch {
-			case s.esc:
-				s.esc = false
-			case c == '\\':
-				s.esc = true
-			case c == '"':
+			case end:
 				s.inStr = false
 				if s.inKey {
 					s.inKey = false
@@ -111,7 +108,7 @@ func (s *jsonList) Write(p []byte) (int, error) {
 					s.capture = append(s.capture, p[start:i+1]...)
 					s.finishCapture()
 				}
-			default:
+			case plain:
 				if s.inKey && len(s.key) <= maxKey {
 					s.key = append(s.key, c) // a longer key is none we look for
 				}

@@ -10,17 +10,19 @@ import (
 
 // reasons maps the HTTP codes nodehub answers on its own to the Status reason clients branch on.
 var reasons = map[int]metav1.StatusReason{
-	http.StatusBadRequest:          metav1.StatusReasonBadRequest,
-	http.StatusUnauthorized:        metav1.StatusReasonUnauthorized,
-	http.StatusForbidden:           metav1.StatusReasonForbidden,
-	http.StatusNotFound:            metav1.StatusReasonNotFound,
-	http.StatusMethodNotAllowed:    metav1.StatusReasonMethodNotAllowed,
-	http.StatusConflict:            metav1.StatusReasonConflict,
-	http.StatusGone:                metav1.StatusReasonGone,
-	http.StatusTooManyRequests:     metav1.StatusReasonTooManyRequests,
-	http.StatusInternalServerError: metav1.StatusReasonInternalError,
-	http.StatusServiceUnavailable:  metav1.StatusReasonServiceUnavailable,
-	http.StatusGatewayTimeout:      metav1.StatusReasonTimeout,
+	http.StatusBadRequest:            metav1.StatusReasonBadRequest,
+	http.StatusUnauthorized:          metav1.StatusReasonUnauthorized,
+	http.StatusForbidden:             metav1.StatusReasonForbidden,
+	http.StatusNotFound:              metav1.StatusReasonNotFound,
+	http.StatusMethodNotAllowed:      metav1.StatusReasonMethodNotAllowed,
+	http.StatusConflict:              metav1.StatusReasonConflict,
+	http.StatusGone:                  metav1.StatusReasonGone,
+	http.StatusRequestEntityTooLarge: metav1.StatusReasonRequestEntityTooLarge,
+	http.StatusUnprocessableEntity:   metav1.StatusReasonInvalid,
+	http.StatusTooManyRequests:       metav1.StatusReasonTooManyRequests,
+	http.StatusInternalServerError:   metav1.StatusReasonInternalError,
+	http.StatusServiceUnavailable:    metav1.StatusReasonServiceUnavailable,
+	http.StatusGatewayTimeout:        metav1.StatusReasonTimeout,
 }
 
 // NewStatus builds the Failure Status the apiserver would send for code.

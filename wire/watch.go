@@ -51,7 +51,7 @@ type jsonWatch struct {
 	limit int
 	depth int
 	inStr bool
-	esc   bool
+	str   strScanner
 	cur   []byte
 	err   error
 }
@@ -66,12 +66,7 @@ func (s *jsonWatch) Write(p []byte) (int, error) {
 	}
 	for i, c := range p {
 		if s.inStr {
-			switch {
-			case s.esc:
-				s.esc = false
-			case c == '\\':
-				s.esc = true
-			case c == '"':
+			if end, _ := s.str.next(c); end {
 				s.inStr = false
 			}
 			continue

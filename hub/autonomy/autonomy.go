@@ -50,10 +50,11 @@ type Condition struct {
 	mu          sync.Mutex
 	errs        uint64 // cache write failures so far
 	lastErr     string
-	seenErrs    uint64 // errs at the last evaluation
-	seenWritten int64  // filesWritten() at the last evaluation
-	failures    int    // evaluations in a row that saw new failures and no success since
-	writing     bool
+	seenErrs    uint64                    // errs at the last evaluation
+	seenWritten int64                     // filesWritten() at the last evaluation
+	failures    int                       // evaluations in a row that saw new failures and no success since
+	writing     bool                      // a write is queued or in flight
+	queued      chan corev1.NodeCondition // the write Run makes next
 	written     corev1.ConditionStatus
 	writtenAt   time.Time
 }
@@ -141,23 +142,44 @@ func (a *Condition) clock() time.Time {
 	return time.Now()
 }
 
-// Seen tells the hub what the cloud's node carries, and writes the condition there when it had to
-// change (one write at a time, in the background, only online).
+// Seen tells the hub what the cloud's node carries, and queues a write of the condition there
+// when it had to change (one write at a time, made by Run, only online).
 func (a *Condition) Seen(c *corev1.NodeCondition) {
 	if c == nil || a.Write == nil || (a.Online != nil && !a.Online()) {
 		return
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.writing || a.written == c.Status && a.clock().Sub(a.writtenAt) < autonomyRewriteAfter {
-		a.mu.Unlock()
 		return
 	}
 	a.writing = true
+	a.queue() <- *c // room: one write at a time
+}
+
+// queue returns the channel of the queued write; a.mu is held.
+func (a *Condition) queue() chan corev1.NodeCondition {
+	if a.queued == nil {
+		a.queued = make(chan corev1.NodeCondition, 1)
+	}
+	return a.queued
+}
+
+// Run makes the writes Seen queues, each within 10 s, until ctx ends.
+func (a *Condition) Run(ctx context.Context) {
+	a.mu.Lock()
+	q := a.queue()
 	a.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err := a.Write(ctx, *c)
+	for {
+		var c corev1.NodeCondition
+		select {
+		case <-ctx.Done():
+			return
+		case c = <-q:
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := a.Write(wctx, c)
+		cancel()
 		a.mu.Lock()
 		a.writing = false
 		if err == nil {
@@ -169,7 +191,7 @@ func (a *Condition) Seen(c *corev1.NodeCondition) {
 		} else {
 			a.logger().Info("autonomy: node condition written", "status", c.Status, "reason", c.Reason)
 		}
-	}()
+	}
 }
 
 func (a *Condition) logger() *slog.Logger {

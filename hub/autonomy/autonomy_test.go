@@ -106,15 +106,44 @@ func TestAutonomyWritesOnceWhileOnline(t *testing.T) {
 	}}
 	c := &corev1.NodeCondition{Type: autonomyCondition, Status: corev1.ConditionTrue}
 	a.Seen(c) // offline: nothing written
-	online = true
-	for i := 0; i < 5; i++ {
-		a.Seen(c)
-		time.Sleep(10 * time.Millisecond)
+	if a.writing {
+		t.Fatal("a write was queued offline")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if n != 1 {
-		t.Fatalf("%d writes, want 1", n)
+	online = true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for i := 0; i < 5; i++ {
+		a.Seen(c) // the first queues the write; the others find it queued or made
+	}
+	writes := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); writes() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition was never written")
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		a.mu.Lock()
+		idle := !a.writing
+		a.mu.Unlock()
+		if idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never ended")
+		}
+	}
+	a.Seen(c) // just written: nothing queued
+	a.mu.Lock()
+	queued := a.writing || len(a.queued) > 0
+	a.mu.Unlock()
+	if n := writes(); n != 1 || queued {
+		t.Fatalf("%d writes (another queued: %v), want 1", n, queued)
 	}
 }
 

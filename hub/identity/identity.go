@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"nodehub/hub/atomicfile"
+	"nodehub/durable"
 )
 
 const (
@@ -101,10 +101,24 @@ func (id *Table) Owner(component, auth string) (owner string, c Credential) {
 // ServiceAccount's token.
 func (id *Table) Accepted(component string, c Credential) string {
 	if c.SA == "" {
+		if c.Hash != "" {
+			id.learn(c.Hash, c.Hash) // accepted, and its own cache's name: Vouched
+		}
 		return ""
 	}
 	id.learn(c.Hash, c.SA)
 	return component + "@" + c.SA
+}
+
+// Vouched reports whether the cloud ever accepted credential c (Accepted, Vouch): offline, only such
+// a credential may create anything (a made-up one would be a new owner with a cache of its own for
+// every token a pod invents).
+func (id *Table) Vouched(c Credential) bool {
+	if c.Hash == "" {
+		return false
+	}
+	got := id.owner(c.Hash)
+	return got != "" && (got == c.SA || got == c.Hash)
 }
 
 // Vouch records that the cloud issued token (a TokenRequest's answer): a request that brings it
@@ -115,7 +129,8 @@ func (id *Table) Vouch(token string) {
 	}
 }
 
-// Table maps hashes of tokens the cloud accepted to the hash of their ServiceAccount.
+// Table maps hashes of tokens the cloud accepted to the hash of their ServiceAccount (or, for a
+// credential that is not a ServiceAccount's token, to its own hash).
 type Table struct {
 	path string // "" keeps them in memory only
 	log  *slog.Logger
@@ -205,7 +220,7 @@ func (id *Table) Save() {
 	id.dirty = false
 	id.mu.Unlock()
 	data, _ := json.Marshal(saved)
-	if err := atomicfile.Write(id.path, data, 0o600); err != nil {
+	if err := durable.WriteFile(id.path, data, 0o600); err != nil {
 		id.log.Warn("identities: save", "err", err)
 		id.mu.Lock()
 		id.dirty = true

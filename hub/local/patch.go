@@ -2,9 +2,11 @@ package local
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,7 +14,8 @@ import (
 )
 
 // applyPatch applies a JSON merge patch, strategic merge patch (built-in kinds) or JSON patch to a
-// cached object and returns the result in the object's stored format.
+// cached object and returns the result in the object's stored format. Every kind's work is
+// bounded as the document grows (patchWork), and the result grows by at most maxGrowth.
 func applyPatch(current, patch []byte, contentType string) ([]byte, error) {
 	protobuf := ctOf(current) == wire.MediaProtobuf
 	js, err := wire.Convert(current, false)
@@ -36,6 +39,9 @@ func applyPatch(current, patch []byte, contentType string) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(out) > len(js)+maxGrowth {
+		return nil, &statusError{http.StatusRequestEntityTooLarge, fmt.Sprintf("nodehub: the patch makes the object grow by more than %d bytes", maxGrowth)}
 	}
 	return wire.Convert(out, protobuf)
 }
@@ -71,6 +77,100 @@ func merge(doc, patch any) any {
 	return dm
 }
 
+// The bounds of a patch's work, whatever its kind: what a patch may make of a document offline is
+// bounded by what it costs as the document grows, not only by the size of the result.
+const (
+	// maxPatchOps is the apiserver's bound on the operations of a JSON patch (413 past it).
+	maxPatchOps = 10000
+	// maxCopyBytes is the apiserver's default --json-patch-max-copy-bytes: what the copy
+	// operations of one JSON patch may copy together (422 past it).
+	maxCopyBytes = 3 << 20
+	// maxGrowth is what a patch may add to a document: what a request body may carry (413 past it).
+	maxGrowth = maxBody
+	// maxPatchWork is the work (bytes or elements visited, moved or compared) one patch may take
+	// (422 past it): legitimate patches touch a few fields; a patch that re-reads, re-inserts or
+	// re-compares big parts of a document thousands of times is refused long before it costs a
+	// second.
+	maxPatchWork = 64 << 20
+)
+
+// patchWork counts what one patch spends.
+type patchWork struct {
+	work, grown, copied int64
+}
+
+func (w *patchWork) spend(n int) error {
+	if w.work += int64(n); w.work > maxPatchWork {
+		return &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("nodehub: the patch takes more than %d units of work", maxPatchWork)}
+	}
+	return nil
+}
+
+func (w *patchWork) grow(n int) error {
+	if w.grown += int64(n); w.grown > maxGrowth {
+		return &statusError{http.StatusRequestEntityTooLarge, fmt.Sprintf("nodehub: the patch makes the object grow by more than %d bytes", maxGrowth)}
+	}
+	return nil
+}
+
+func (w *patchWork) copy(n int) error {
+	if w.copied += int64(n); w.copied > maxCopyBytes {
+		return &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("nodehub: unable to copy, would exceed max accumulated copy size limit of %d", maxCopyBytes)}
+	}
+	return w.grow(n)
+}
+
+// sizeOf is about the JSON size of v, and the work of finding it; it stops counting past limit.
+func sizeOf(v any, limit int) (size, work int) {
+	var walk func(v any)
+	walk = func(v any) {
+		work++
+		if size > limit {
+			return
+		}
+		switch c := v.(type) {
+		case map[string]any:
+			size += 2
+			for k, e := range c {
+				size += len(k) + 4
+				walk(e)
+			}
+		case []any:
+			size += 2
+			for _, e := range c {
+				size++
+				walk(e)
+			}
+		case string:
+			size += len(c) + 2
+		default:
+			size += 8
+		}
+	}
+	walk(v)
+	return size, work
+}
+
+// deepCopy copies maps and lists, so a value copied by a JSON patch is a value of its own (RFC 6902
+// copy): a later change of one place does not change the other, and no document can hold itself.
+func deepCopy(v any) any {
+	switch c := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(c))
+		for k, e := range c {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(c))
+		for i, e := range c {
+			l[i] = deepCopy(e)
+		}
+		return l
+	}
+	return v
+}
+
 // jsonPatch applies an RFC 6902 JSON patch.
 func jsonPatch(doc, patch []byte) ([]byte, error) {
 	var d any
@@ -86,6 +186,10 @@ func jsonPatch(doc, patch []byte) ([]byte, error) {
 	if err := json.Unmarshal(patch, &ops); err != nil {
 		return nil, fmt.Errorf("json patch: %w", err)
 	}
+	if len(ops) > maxPatchOps {
+		return nil, &statusError{http.StatusRequestEntityTooLarge, fmt.Sprintf("nodehub: the allowed maximum operations in a JSON patch is %d, got %d", maxPatchOps, len(ops))}
+	}
+	w := &patchWork{}
 	for _, op := range ops {
 		var v any
 		if len(op.Value) > 0 {
@@ -93,39 +197,63 @@ func jsonPatch(doc, patch []byte) ([]byte, error) {
 				return nil, fmt.Errorf("json patch %s %s: %w", op.Op, op.Path, err)
 			}
 		}
-		var err error
-		switch op.Op {
-		case "add":
-			d, err = put(d, pointer(op.Path), v, true)
-		case "replace":
-			if _, err = get(d, pointer(op.Path)); err == nil {
-				d, err = put(d, pointer(op.Path), v, false)
+		err := w.spend(len(op.Path) + len(op.From) + len(op.Value) + 1)
+		switch {
+		case err != nil:
+		case op.Op == "add":
+			if err = w.grow(len(op.Value)); err == nil {
+				d, err = put(d, pointer(op.Path), v, true, w)
 			}
-		case "remove":
-			d, err = remove(d, pointer(op.Path))
-		case "test":
-			var cur any
-			if cur, err = get(d, pointer(op.Path)); err == nil {
-				a, _ := json.Marshal(cur)
-				b, _ := json.Marshal(v)
-				if string(a) != string(b) {
-					err = fmt.Errorf("test failed at %s", op.Path)
+		case op.Op == "replace":
+			if _, err = get(d, pointer(op.Path), w); err == nil {
+				if err = w.grow(len(op.Value)); err == nil {
+					d, err = put(d, pointer(op.Path), v, false, w)
 				}
 			}
-		case "move", "copy":
+		case op.Op == "remove":
+			d, err = remove(d, pointer(op.Path), w)
+		case op.Op == "test":
 			var cur any
-			if cur, err = get(d, pointer(op.From)); err == nil {
-				if op.Op == "move" {
-					d, err = remove(d, pointer(op.From))
+			if cur, err = get(d, pointer(op.Path), w); err == nil {
+				n, work := sizeOf(cur, maxPatchWork)
+				if err = w.spend(work + n); err == nil { // the walk, and marshalling what it found
+					a, _ := json.Marshal(cur)
+					b, _ := json.Marshal(v)
+					if string(a) != string(b) {
+						err = fmt.Errorf("test failed at %s", op.Path)
+					}
 				}
-				if err == nil {
-					d, err = put(d, pointer(op.Path), cur, true)
+			}
+		case op.Op == "move" || op.Op == "copy":
+			var cur any
+			if cur, err = get(d, pointer(op.From), w); err != nil {
+				break
+			}
+			if op.Op == "move" {
+				if strings.HasPrefix(op.Path+"/", op.From+"/") && op.Path != op.From {
+					err = fmt.Errorf("cannot move %s into itself", op.From)
+				} else {
+					d, err = remove(d, pointer(op.From), w)
 				}
+			} else {
+				n, work := sizeOf(cur, maxCopyBytes+1)
+				if err = w.spend(2 * work); err == nil {
+					if err = w.copy(n); err == nil {
+						cur = deepCopy(cur)
+					}
+				}
+			}
+			if err == nil {
+				d, err = put(d, pointer(op.Path), cur, true, w)
 			}
 		default:
 			err = fmt.Errorf("unknown op %q", op.Op)
 		}
 		if err != nil {
+			var se *statusError
+			if errors.As(err, &se) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("json patch: %w", err)
 		}
 	}
@@ -144,7 +272,10 @@ func pointer(p string) []string {
 	return parts
 }
 
-func get(d any, path []string) (any, error) {
+func get(d any, path []string, w *patchWork) (any, error) {
+	if err := w.spend(len(path)); err != nil {
+		return nil, err
+	}
 	for _, k := range path {
 		switch c := d.(type) {
 		case map[string]any:
@@ -167,7 +298,10 @@ func get(d any, path []string) (any, error) {
 }
 
 // put sets (insert: adds) the value at path and returns the (possibly new) document.
-func put(d any, path []string, v any, insert bool) (any, error) {
+func put(d any, path []string, v any, insert bool, w *patchWork) (any, error) {
+	if err := w.spend(1); err != nil {
+		return nil, err
+	}
 	if len(path) == 0 {
 		return v, nil
 	}
@@ -182,7 +316,7 @@ func put(d any, path []string, v any, insert bool) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("no %q", k)
 		}
-		nv, err := put(child, rest, v, insert)
+		nv, err := put(child, rest, v, insert, w)
 		c[k] = nv
 		return c, err
 	case []any:
@@ -195,7 +329,10 @@ func put(d any, path []string, v any, insert bool) (any, error) {
 		}
 		if len(rest) == 0 {
 			if insert {
-				c = append(c[:i], append([]any{v}, c[i:]...)...)
+				if err := w.spend(len(c) - i); err != nil { // the elements moved
+					return nil, err
+				}
+				c = slices.Insert(c, i, v)
 			} else if i < len(c) {
 				c[i] = v
 			} else {
@@ -206,14 +343,17 @@ func put(d any, path []string, v any, insert bool) (any, error) {
 		if i >= len(c) {
 			return nil, fmt.Errorf("bad index %q", k)
 		}
-		nv, err := put(c[i], rest, v, insert)
+		nv, err := put(c[i], rest, v, insert, w)
 		c[i] = nv
 		return c, err
 	}
 	return nil, fmt.Errorf("no %q", k)
 }
 
-func remove(d any, path []string) (any, error) {
+func remove(d any, path []string, w *patchWork) (any, error) {
+	if err := w.spend(1); err != nil {
+		return nil, err
+	}
 	if len(path) == 0 {
 		return nil, fmt.Errorf("cannot remove the whole document")
 	}
@@ -227,7 +367,7 @@ func remove(d any, path []string) (any, error) {
 			delete(c, k)
 			return c, nil
 		}
-		nv, err := remove(c[k], rest)
+		nv, err := remove(c[k], rest, w)
 		c[k] = nv
 		return c, err
 	case []any:
@@ -236,9 +376,12 @@ func remove(d any, path []string) (any, error) {
 			return nil, fmt.Errorf("bad index %q", k)
 		}
 		if len(rest) == 0 {
-			return append(c[:i], c[i+1:]...), nil
+			if err := w.spend(len(c) - i); err != nil { // the elements moved
+				return nil, err
+			}
+			return slices.Delete(c, i, i+1), nil
 		}
-		nv, err := remove(c[i], rest)
+		nv, err := remove(c[i], rest, w)
 		c[i] = nv
 		return c, err
 	}

@@ -92,6 +92,9 @@ type Request struct {
 	// node-identity caches (kubectl on the gateway reads what kubelet and kube-proxy cached). A
 	// request with credentials of its own reads only its own cache.
 	Shared bool
+	// Vouched is true when the cloud accepted the request's credential (always for the node's
+	// identity): offline, a credential the cloud never accepted creates nothing.
+	Vouched bool
 
 	// Owners are the caches this request reads, its own first; Accept is every media type the
 	// client accepts, in its order of preference. Both are filled on first use.

@@ -16,7 +16,7 @@ import (
 func (p *Proxy) createNode(w http.ResponseWriter, r *http.Request, req *Request) {
 	body, err := readBody(r)
 	if err != nil {
-		p.status(w, req, http.StatusBadRequest, err.Error())
+		p.answerError(w, req, err, http.StatusBadRequest)
 		return
 	}
 	m, err := wire.ExtractMeta(body, "nodes")

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 )
 
@@ -23,14 +22,17 @@ func strategicMergePatch(doc, patch []byte, t reflect.Type) ([]byte, error) {
 	if err := json.Unmarshal(patch, &p); err != nil {
 		return nil, fmt.Errorf("strategic merge patch: %w", err)
 	}
-	out, err := smpMap(d, p, t)
+	out, err := smpMap(d, p, t, &patchWork{})
 	if err != nil {
 		return nil, fmt.Errorf("strategic merge patch: %w", err)
 	}
 	return json.Marshal(out)
 }
 
-func smpMap(doc, patch map[string]any, t reflect.Type) (map[string]any, error) {
+func smpMap(doc, patch map[string]any, t reflect.Type, w *patchWork) (map[string]any, error) {
+	if err := w.spend(len(patch) + 1); err != nil {
+		return nil, err
+	}
 	if doc == nil {
 		doc = map[string]any{}
 	}
@@ -52,7 +54,11 @@ func smpMap(doc, patch map[string]any, t reflect.Type) (map[string]any, error) {
 		case strings.HasPrefix(k, "$deleteFromPrimitiveList/"):
 			name := strings.TrimPrefix(k, "$deleteFromPrimitiveList/")
 			drop, _ := pv.([]any)
-			doc[name] = without(doc[name], drop)
+			rest, err := without(doc[name], drop, w)
+			if err != nil {
+				return nil, err
+			}
+			doc[name] = rest
 			continue
 		}
 		ft, strategy, key := field(t, k)
@@ -63,7 +69,7 @@ func smpMap(doc, patch map[string]any, t reflect.Type) (map[string]any, error) {
 		switch v := pv.(type) {
 		case map[string]any:
 			cur, _ := doc[k].(map[string]any)
-			merged, err := smpMap(cur, v, elem(ft))
+			merged, err := smpMap(cur, v, elem(ft), w)
 			if err != nil {
 				return nil, err
 			}
@@ -78,7 +84,7 @@ func smpMap(doc, patch map[string]any, t reflect.Type) (map[string]any, error) {
 				continue
 			}
 			cur, _ := doc[k].([]any)
-			merged, err := smpList(cur, v, key, elem(ft))
+			merged, err := smpList(cur, v, key, elem(ft), w)
 			if err != nil {
 				return nil, err
 			}
@@ -103,14 +109,53 @@ func smpMap(doc, patch map[string]any, t reflect.Type) (map[string]any, error) {
 	return doc, nil
 }
 
-// smpList merges a patch list into a list: by mergeKey for objects, by value for scalars.
-func smpList(doc, patch []any, mergeKey string, t reflect.Type) ([]any, error) {
+// smpList merges a patch list into a list: by mergeKey for objects, by value for scalars. The
+// list's elements are indexed once (by their merge key's, or their own, JSON), so a patch of n
+// elements into a list of m costs n+m, not n×m.
+func smpList(doc, patch []any, mergeKey string, t reflect.Type, w *patchWork) ([]any, error) {
 	out := append([]any(nil), doc...)
+	if err := w.spend(len(out) + len(patch)); err != nil {
+		return nil, err
+	}
+	byValue := map[string]int{} // JSON of an element → its index in out
+	byKey := map[string]int{}   // JSON of a map element's merge key → its index in out
+	index := func(i int) error {
+		kv, err := canonical(out[i], w)
+		if err != nil {
+			return err
+		}
+		if _, dup := byValue[kv]; !dup {
+			byValue[kv] = i
+		}
+		if m, ok := out[i].(map[string]any); ok && mergeKey != "" {
+			if k, ok := m[mergeKey]; ok {
+				kk, err := canonical(k, w)
+				if err != nil {
+					return err
+				}
+				if _, dup := byKey[kk]; !dup {
+					byKey[kk] = i
+				}
+			}
+		}
+		return nil
+	}
+	for i := range out {
+		if err := index(i); err != nil {
+			return nil, err
+		}
+	}
+	deleted := map[int]bool{}
 	for _, pe := range patch {
 		pm, isMap := pe.(map[string]any)
 		if !isMap || mergeKey == "" {
-			if !containsValue(out, pe) {
+			pv, err := canonical(pe, w)
+			if err != nil {
+				return nil, err
+			}
+			if _, ok := byValue[pv]; !ok {
 				out = append(out, pe)
+				byValue[pv] = len(out) - 1
 			}
 			continue
 		}
@@ -118,49 +163,80 @@ func smpList(doc, patch []any, mergeKey string, t reflect.Type) ([]any, error) {
 		if !ok {
 			return nil, fmt.Errorf("list element without its merge key %q", mergeKey)
 		}
-		i := indexByKey(out, mergeKey, kv)
+		kk, err := canonical(kv, w)
+		if err != nil {
+			return nil, err
+		}
+		i, found := byKey[kk]
 		if pm["$patch"] == "delete" {
-			if i >= 0 {
-				out = append(out[:i], out[i+1:]...)
+			if found {
+				deleted[i] = true
+				delete(byKey, kk)
 			}
 			continue
 		}
 		var cur map[string]any
-		if i >= 0 {
+		if found {
 			cur, _ = out[i].(map[string]any)
 		}
-		merged, err := smpMap(cur, pm, t)
+		merged, err := smpMap(cur, pm, t, w)
 		if err != nil {
 			return nil, err
 		}
-		if i >= 0 {
+		if found {
 			out[i] = merged
 		} else {
 			out = append(out, merged)
+			byKey[kk] = len(out) - 1
 		}
+	}
+	if len(deleted) > 0 {
+		kept := out[:0]
+		for i, e := range out {
+			if !deleted[i] {
+				kept = append(kept, e)
+			}
+		}
+		out = kept
 	}
 	return out, nil
 }
 
-// indexByKey is the index of the map in list whose key is v, or -1.
-func indexByKey(list []any, key string, v any) int {
-	return slices.IndexFunc(list, func(e any) bool {
-		m, ok := e.(map[string]any)
-		return ok && reflect.DeepEqual(m[key], v)
-	})
-}
-
-func containsValue(list []any, v any) bool {
-	return slices.ContainsFunc(list, func(e any) bool { return reflect.DeepEqual(e, v) })
+// canonical is v's JSON (maps with sorted keys), as an element's identity in a list; its work is
+// counted.
+func canonical(v any, w *patchWork) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), w.spend(len(b))
 }
 
 // without is list (when it is one) without the values in drop, as a new slice.
-func without(list any, drop []any) any {
+func without(list any, drop []any, w *patchWork) (any, error) {
 	l, ok := list.([]any)
 	if !ok {
-		return list
+		return list, nil
 	}
-	return slices.DeleteFunc(slices.Clone(l), func(e any) bool { return containsValue(drop, e) })
+	gone := map[string]bool{}
+	for _, d := range drop {
+		k, err := canonical(d, w)
+		if err != nil {
+			return nil, err
+		}
+		gone[k] = true
+	}
+	out := make([]any, 0, len(l))
+	for _, e := range l {
+		k, err := canonical(e, w)
+		if err != nil {
+			return nil, err
+		}
+		if !gone[k] {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 // field finds the struct field with JSON name name (looking through embedded structs) and returns

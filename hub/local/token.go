@@ -16,7 +16,7 @@ func (p *Proxy) token(w http.ResponseWriter, r *http.Request, req *Request) {
 	ri := req.Info
 	body, err := readBody(r)
 	if err != nil {
-		p.status(w, req, http.StatusBadRequest, err.Error())
+		p.answerError(w, req, err, http.StatusBadRequest)
 		return
 	}
 	tr, err := tokens.Decode(body)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -31,9 +32,15 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.unavailable(w, req)
 		return
 	}
+	if !req.Shared && !req.Vouched {
+		// Offline a token's claims cannot be checked: one the cloud never accepted may be made
+		// up, and every made-up one would be an owner with a quota of its own.
+		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and never accepted this credential: create "+resourceName(ri)+" cannot be answered offline")
+		return
+	}
 	body, err := readBody(r)
 	if err != nil {
-		p.status(w, req, http.StatusBadRequest, err.Error())
+		p.answerError(w, req, err, http.StatusBadRequest)
 		return
 	}
 	if !req.Info.ContentType.IsProtobuf() {
@@ -59,11 +66,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 		UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels, Fields: m.Fields, Local: true}
 	k := cache.Key{Resource: resource(req.Owners[0], ri), Namespace: m.Namespace, Name: m.Name}
 	if err := p.Store.Put(k, &h, body); err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, cache.ErrFull) {
-			code = http.StatusInsufficientStorage // past the owner's quota of offline changes
-		}
-		p.status(w, req, code, err.Error())
+		p.writeFailed(w, req, err)
 		return
 	}
 	p.respondObject(w, req, http.StatusCreated, body)
@@ -88,7 +91,7 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 	}
 	body, err := readBody(r)
 	if err != nil {
-		p.status(w, req, http.StatusBadRequest, err.Error())
+		p.answerError(w, req, err, http.StatusBadRequest)
 		return
 	}
 	var result []byte
@@ -110,7 +113,7 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels, Fields: m.Fields, Local: true}
 	k := cache.Key{Resource: resource(owner, ri), Namespace: m.Namespace, Name: m.Name}
 	if err := p.Store.Put(k, &h, result); err != nil {
-		p.status(w, req, http.StatusInternalServerError, err.Error())
+		p.writeFailed(w, req, err)
 		return
 	}
 	p.log().Debug("offline change kept locally", "resource", ri.Resource, "name", m.Name)
@@ -118,6 +121,18 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.Applied(ri, result)
 	}
 	p.respondObject(w, req, http.StatusOK, result)
+}
+
+// writeFailed answers an offline write the cache did not keep. Past a quota (cache.ErrFull) it is
+// what the apiserver answers past a ResourceQuota: 403 Forbidden, "exceeded quota" — final, so
+// client-go's event recorder drops the event instead of retrying (a 429 would be retried, and the
+// quota does not free itself while offline); any other failure is a 500.
+func (p *Proxy) writeFailed(w http.ResponseWriter, req *Request, err error) {
+	if errors.Is(err, cache.ErrFull) {
+		p.status(w, req, http.StatusForbidden, "nodehub: exceeded quota of offline changes: "+err.Error())
+		return
+	}
+	p.status(w, req, http.StatusInternalServerError, err.Error())
 }
 
 // AnswersWrite reports whether the offline proxy answers a write of this kind with more than a
@@ -161,13 +176,18 @@ func (p *Proxy) respondObject(w http.ResponseWriter, req *Request, code int, raw
 	writeBody(w, code, format{protobuf: pb}.contentType(false), body)
 }
 
+// readBody reads a request's body, at most maxBody: past it 400; a body that did not arrive by
+// its deadline (the hub's body timeout) 408, as on every other route.
 func readBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &statusError{http.StatusRequestTimeout, "nodehub: the request body was not received in time"}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("nodehub: read body: %w", err)
+		return nil, &statusError{http.StatusBadRequest, "nodehub: read body: " + err.Error()}
 	}
 	if len(b) > maxBody {
-		return nil, fmt.Errorf("nodehub: body larger than %d bytes", maxBody)
+		return nil, &statusError{http.StatusBadRequest, fmt.Sprintf("nodehub: body larger than %d bytes", maxBody)}
 	}
 	return b, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"nodehub/hub/atomicfile"
+	"nodehub/durable"
 )
 
 // upgradeStatic is YurtHub's static pod upgrade: the YurtStaticSet's manifest is the one data
@@ -61,7 +61,7 @@ func writeManifest(dir, name string, data []byte) error {
 			return fmt.Errorf("back up %s: %w", target, err)
 		}
 	}
-	if err := atomicfile.Write(target, data, 0o600); err != nil {
+	if err := durable.WriteFile(target, data, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", target, err)
 	}
 	return nil

@@ -4,16 +4,16 @@
 //
 // What survives a crash, and why: each entry is one small file (0600) in a directory (0700) of
 // its own under --root-dir. Changes are saved in batches, at most SaveDelay after the first one:
-// every changed entry is written to a hidden temporary file, one syncfs makes them durable, they
-// are renamed over the old files, and one fsync of the directory makes the renames durable. So a
-// crash leaves each file either whole and old or whole and new; at most the changes of the last
-// SaveDelay are lost. A refreshed token lost that way leaves the previous one of the same request,
+// every changed entry is written to a hidden temporary file and made durable (fdatasync), they
+// are renamed over the old files, and one fsync of the directory makes the renames durable
+// (durable.Batch, which says why not one syncfs). So a crash leaves each file either whole and
+// old or whole and new; at most the changes of the last SaveDelay are lost. A refreshed token lost that way leaves the previous one of the same request,
 // which is still valid (kubelet refreshes a token at 80% of its life); a token for a new pod lost
 // that way means the pod gets a stand-in offline until the cloud returns. A refresh whose
 // predecessor on disk stays valid for more than PersistHorizon is not written until a clean stop
 // (SaveAll) or until that predecessor nears its end: kubelet's default tokens, which the apiserver
 // makes valid for a year, are written once per pod, not once per hourly refresh. A written token
-// costs one small file, never an fsync of its own.
+// costs one small file and its fdatasync; the directory is fsynced once per batch.
 //
 // A token is served to the identity that asked for it only (Key.Identity), and only while valid;
 // expired entries are deleted from memory and disk. The store is bounded in entries and bytes:
@@ -37,7 +37,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"nodehub/durable"
 )
 
 // Defaults of the store's bounds and batching.
@@ -119,7 +119,6 @@ type Store struct {
 	dirty   map[string]bool // names to write (present) or delete (absent from m)
 	pending map[string]bool // names whose newer token waits for a clean stop (PersistHorizon)
 	kick    chan struct{}
-	saveErr error
 }
 
 // Options tune a store; zero values take the defaults.
@@ -422,44 +421,25 @@ type pair struct {
 	valid time.Time
 }
 
-// write applies one batch: temporary files, one syncfs, renames and removals, one directory fsync.
+// write applies one batch (durable.Batch): temporary files, each made durable, renames and
+// removals, one directory fsync.
 func (s *Store) write(ps []pair) error {
-	d, err := os.Open(s.dir)
+	b, err := durable.NewBatch(s.dir)
 	if err != nil {
 		return fmt.Errorf("tokens: %w", err)
 	}
-	defer d.Close()
-	var renames []pair
 	for _, p := range ps {
 		if p.data == nil {
+			b.Remove(p.name)
 			continue
 		}
-		tmp := filepath.Join(s.dir, "."+p.name+".tmp")
-		if err := os.WriteFile(tmp, p.data, 0o600); err != nil {
-			return fmt.Errorf("tokens: write %s: %w", p.name, err)
-		}
-		renames = append(renames, pair{name: p.name, data: []byte(tmp)})
-	}
-	if len(renames) > 0 {
-		if err := unix.Syncfs(int(d.Fd())); err != nil {
-			return fmt.Errorf("tokens: syncfs: %w", err)
+		if err := b.Write(p.name, p.data, 0o600); err != nil {
+			b.Abort()
+			return fmt.Errorf("tokens: %w", err)
 		}
 	}
-	for _, p := range ps {
-		path := filepath.Join(s.dir, p.name)
-		if p.data == nil {
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("tokens: remove %s: %w", p.name, err)
-			}
-		}
-	}
-	for _, r := range renames {
-		if err := os.Rename(string(r.data), filepath.Join(s.dir, r.name)); err != nil {
-			return fmt.Errorf("tokens: rename %s: %w", r.name, err)
-		}
-	}
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("tokens: sync %s: %w", s.dir, err)
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("tokens: %w", err)
 	}
 	return nil
 }

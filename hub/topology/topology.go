@@ -38,6 +38,14 @@ type Source struct {
 	fromNodePool bool
 	period       context.Context // ends at the next change: filtered watches end so clients re-list
 	end          context.CancelFunc
+
+	// listedServices: the services were listed; listedPool: the pool's nodes were (from the
+	// NodePool or the nodes' labels), or both sources answered their first list, if with an error
+	// (no NodePool API, no right to list nodes: the pool is then this node alone, which filters
+	// more, never less). synced is closed once both hold.
+	listedServices, listedPool bool
+	poolTries                  int
+	synced                     chan struct{}
 }
 
 // New returns an empty topology for a node of pool poolName ("" for none) that Run reads through
@@ -46,9 +54,46 @@ func New(poolName string, fetch listwatch.Fetch, log *slog.Logger) *Source {
 	if log == nil {
 		log = slog.Default()
 	}
-	t := &Source{poolName: poolName, fetch: fetch, log: log, keys: map[string]string{}}
+	t := &Source{poolName: poolName, fetch: fetch, log: log, keys: map[string]string{}, synced: make(chan struct{})}
 	t.period, t.end = context.WithCancel(context.Background())
 	return t
+}
+
+// Synced returns a channel closed once the topology was loaded (from the cloud or, offline, from
+// the cache): the services were listed, and the pool's nodes when the node is in a pool. Until
+// then a filter that used it would let every node's endpoints through.
+func (t *Source) Synced() <-chan struct{} { return t.synced }
+
+// listed records the first list of a source.
+func (t *Source) listed(pool bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pool {
+		t.listedPool = true
+	} else {
+		t.listedServices = true
+	}
+	t.checkSyncedLocked()
+}
+
+// poolTried records that one of the pool's two sources answered its first list.
+func (t *Source) poolTried() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.poolTries++; t.poolTries >= 2 {
+		t.listedPool = true
+	}
+	t.checkSyncedLocked()
+}
+
+func (t *Source) checkSyncedLocked() {
+	if t.listedServices && (t.listedPool || t.poolName == "") {
+		select {
+		case <-t.synced:
+		default:
+			close(t.synced)
+		}
+	}
 }
 
 // TopologyKey implements filter.Topology.
@@ -125,9 +170,14 @@ func (t *Source) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 	t.bumpLocked()
 }
 
-// Run keeps the topology current until ctx ends.
+// Run keeps the topology current until ctx ends, and returns when its informers have ended.
 func (t *Source) Run(ctx context.Context) {
-	go t.informer(ctx, "/api/v1/services", "services", func(items [][]byte) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	inform := func(path, name string, tried func(), list func([][]byte), event func(wire.WatchEvent)) {
+		wg.Go(func() { t.informer(ctx, path, name, tried, list, event) })
+	}
+	inform("/api/v1/services", "services", nil, func(items [][]byte) {
 		seen := map[string]bool{}
 		for _, it := range items {
 			ns, name, key := serviceKey(it)
@@ -146,6 +196,7 @@ func (t *Source) Run(ctx context.Context) {
 			ns, name, _ := strings.Cut(id, "/")
 			t.setService(ns, name, "")
 		}
+		t.listed(false)
 	}, func(ev wire.WatchEvent) {
 		ns, name, key := serviceKey(ev.Object)
 		if ev.Type == wire.EventDeleted {
@@ -160,9 +211,10 @@ func (t *Source) Run(ctx context.Context) {
 	// Both sources run: OpenYurt's NodePool (status.nodes) when that API exists, else the nodes
 	// labelled with the pool. The NodePool wins once it has been seen.
 	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
-	go t.informer(ctx, poolPath, "nodepools", func(items [][]byte) {
+	inform(poolPath, "nodepools", t.poolTried, func(items [][]byte) {
 		if len(items) > 0 {
 			t.setPoolFrom(true, poolNodes(items[0]))
+			t.listed(true)
 		}
 	}, func(ev wire.WatchEvent) {
 		if ev.Type == wire.EventAdded || ev.Type == wire.EventModified {
@@ -172,7 +224,7 @@ func (t *Source) Run(ctx context.Context) {
 	nodes := map[string]bool{}
 	var mu sync.Mutex
 	nodePath := "/api/v1/nodes?labelSelector=" + url.QueryEscape("apps.openyurt.io/nodepool="+pool)
-	go t.informer(ctx, nodePath, "nodes", func(items [][]byte) {
+	inform(nodePath, "nodes", t.poolTried, func(items [][]byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		nodes = map[string]bool{}
@@ -182,6 +234,7 @@ func (t *Source) Run(ctx context.Context) {
 			}
 		}
 		t.setPoolFrom(false, maps.Clone(nodes))
+		t.listed(true)
 	}, func(ev wire.WatchEvent) {
 		m, err := wire.ExtractMeta(ev.Object, "nodes")
 		if err != nil {
@@ -235,20 +288,24 @@ func poolNodes(raw []byte) map[string]bool {
 // a back-off after failures) until ctx ends: listwatch's loop. A watch that ends is resumed from
 // the last resourceVersion it delivered (an event's or a bookmark's); only a 410 (or the first
 // time) lists again, from the apiserver's watch cache — a hub coming back after an outage does
-// not list every service again.
-func (t *Source) informer(ctx context.Context, path, resource string, onList func([][]byte), onEvent func(wire.WatchEvent)) {
+// not list every service again. tried, if set, is told once, when the first list ended, however.
+func (t *Source) informer(ctx context.Context, path, resource string, tried func(), onList func([][]byte), onEvent func(wire.WatchEvent)) {
 	fetch := t.fetch
 	sep := "?"
 	if strings.Contains(path, "?") {
 		sep = "&"
 	}
 	rv := ""
+	var once sync.Once
 	listwatch.Loop{First: time.Second, Most: 30 * time.Second, Refused: 5 * time.Minute, Wake: t.Returned}.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
 		var err error
 		if rv == "" {
 			var items [][]byte
 			var meta wire.ListMeta
 			meta, err = listwatch.List(ctx, fetch, path+sep+"resourceVersion=0", func(raw []byte) error { items = append(items, raw); return nil })
+			if tried != nil && ctx.Err() == nil {
+				once.Do(tried)
+			}
 			if err == nil {
 				onList(items)
 				rv = meta.ResourceVersion

@@ -190,6 +190,12 @@ func bindNodes(t *testing.T, name string, rule rbacv1.PolicyRule) {
 
 func makeService(t *testing.T, ctx context.Context, ns, name string) (*corev1.Service, *discoveryv1.EndpointSlice) {
 	t.Helper()
+	return makeServiceOn(t, ctx, cluster, ns, name)
+}
+
+// makeServiceOn is makeService in cluster.
+func makeServiceOn(t *testing.T, ctx context.Context, cluster *harness.Cluster, ns, name string) (*corev1.Service, *discoveryv1.EndpointSlice) {
+	t.Helper()
 	svc, err := cluster.Admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}}}}, metav1.CreateOptions{})
 	if err != nil {

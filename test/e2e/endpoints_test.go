@@ -368,7 +368,14 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 	if _, err := kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
 		t.Fatal(err)
 	}
-	// web-4 comes to this node after kubelet's list: kubelet's cached pod list does not hold it.
+	// web-4 comes to this node after kubelet's list and after the hub's own start-up re-list of
+	// the node's pods: kubelet's cached pod list does not hold it.
+	eventually(t, 60*time.Second, "the hub's start-up re-list of the node's pods", func() error {
+		if !strings.Contains(h.Log(), "this node's pods re-listed") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 	p4 := newPod(ns, "web-4")
 	p4.Labels = map[string]string{"app": "web"}
 	p4, err = cluster.Admin.CoreV1().Pods(ns).Create(ctx, p4, metav1.CreateOptions{})

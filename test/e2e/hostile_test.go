@@ -14,8 +14,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,6 +122,21 @@ func raw(t *testing.T, cl *http.Client, method, url string, body io.Reader, hdr 
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, b
+}
+
+// dirSize is the bytes of the files under dir.
+func dirSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 func forgedJWT(sub string) string {
@@ -280,23 +297,58 @@ func TestHostileClients(t *testing.T) {
 		}
 	}
 
-	// A flood of offline creates of 3 MiB events, then 8 concurrent offline lists of them.
+	// Offline creates with made-up credentials (issue 23: 30 tokens × 12 events of 1 MiB filled
+	// the disk): none is kept, whatever the token; the cache's files do not grow.
+	kl.phase.Store("offline: made-up credentials' creates")
+	before := dirSize(t, h.CacheDir)
+	oneMiB := strings.Repeat("f", 1<<20)
+	for o := 0; o < 30; o++ {
+		for i := 0; i < 12; i++ {
+			ev := fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"forged-%d-%d","namespace":"default"},"involvedObject":{"kind":"Pod","name":"x","namespace":"default"},"reason":"Flood","message":"%d%s"}`, o, i, i, oneMiB)
+			code, b := raw(t, cl, http.MethodPost, h.ProxyURL+"/api/v1/namespaces/default/events", strings.NewReader(ev),
+				map[string]string{"Authorization": fmt.Sprintf("Bearer forged-%d", o), "User-Agent": fmt.Sprintf("owner-%d/1.0", o), "Content-Type": "application/json"})
+			if code != http.StatusServiceUnavailable || !bytes.Contains(b, []byte(`"kind":"Status"`)) {
+				t.Fatalf("offline create with a made-up token: %d %.300s, want a 503 Status", code, b)
+			}
+		}
+	}
+	if after := dirSize(t, h.CacheDir); after > before+1<<20 {
+		t.Fatalf("360 offline creates of 1 MiB with 30 made-up tokens grew the cache from %s to %s", mib(before), mib(after))
+	}
+
+	// A flood of offline creates of 3 MiB events with a real token (pod-a's: the cloud accepted
+	// it): the owner's quota keeps the newest, the rest is pushed out; then 8 concurrent offline
+	// lists of them.
 	kl.phase.Store("offline: creates flood")
 	big := strings.Repeat("m", 3<<20-1024) // just under the 3 MiB a body may have
-	flood := map[string]string{"Authorization": "Bearer flood-token", "User-Agent": "flooder/1.0", "Content-Type": "application/json"}
+	flood := map[string]string{"Authorization": "Bearer " + tokens["pod-a"], "User-Agent": "flooder/1.0", "Content-Type": "application/json"}
 	for i := 0; i < 20; i++ {
 		ev := fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"flood-%d","namespace":"%s"},"involvedObject":{"kind":"Pod","name":"x","namespace":"%s"},"reason":"Flood","message":"%s"}`, i, ns, ns, big)
 		if code, b := raw(t, cl, http.MethodPost, h.ProxyURL+"/api/v1/namespaces/"+ns+"/events", strings.NewReader(ev), flood); code != http.StatusCreated && i == 0 {
 			t.Fatalf("offline create of a 3 MiB event: %d %.300s", code, b)
 		}
 	}
-	for i := 0; i < 100; i++ { // and many owners: one small event per made-up token
-		ev := fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"e-%d","namespace":"%s"},"involvedObject":{"kind":"Pod","name":"x","namespace":"%s"},"reason":"Owner"}`, i, ns, ns)
-		raw(t, cl, http.MethodPost, h.ProxyURL+"/api/v1/namespaces/"+ns+"/events", strings.NewReader(ev),
-			map[string]string{"Authorization": fmt.Sprintf("Bearer owner-%d", i), "User-Agent": fmt.Sprintf("owner-%d/1.0", i), "Content-Type": "application/json"})
+	if after := dirSize(t, h.CacheDir); after > before+64<<20 {
+		t.Fatalf("the offline creates grew the cache from %s to %s", mib(before), mib(after))
 	}
 	rssC, hwmC := memOf(t, h.Pid())
-	t.Logf("offline, after 20 creates of 3 MiB events and 100 owners' small ones: VmRSS %s, VmHWM %s", mib(rssC), mib(hwmC))
+	t.Logf("offline, after 20 creates of 3 MiB events and 360 refused ones: VmRSS %s, VmHWM %s", mib(rssC), mib(hwmC))
+	kept := 0
+	{
+		req, _ := http.NewRequest(http.MethodGet, h.ProxyURL+"/api/v1/namespaces/"+ns+"/events", nil)
+		for k, v := range flood {
+			req.Header.Set(k, v)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if kept = bytes.Count(b, []byte(`"reason":"Flood"`)); resp.StatusCode != http.StatusOK || kept == 0 {
+			t.Fatalf("offline list of the flood: %d, %d events", resp.StatusCode, kept)
+		}
+	}
 	kl.phase.Store("offline: 8 concurrent lists of the flood")
 	lister := &http.Client{}
 	defer lister.CloseIdleConnections()
@@ -331,8 +383,8 @@ func TestHostileClients(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("8 concurrent offline lists of the flood: %s read", mib(listed.Load()))
-	if listed.Load() < 8*20*(3<<20-1024) {
-		t.Errorf("the offline lists sent %s, want the 20 events 8 times", mib(listed.Load()))
+	if listed.Load() < int64(8*kept*(3<<20-1024)) {
+		t.Errorf("the offline lists sent %s, want the %d events kept 8 times", mib(listed.Load()), kept)
 	}
 	rssOff, hwmOff := memOf(t, h.Pid())
 	t.Logf("offline, after the flood and the lists: VmRSS %s, VmHWM %s", mib(rssOff), mib(hwmOff))

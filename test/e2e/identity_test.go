@@ -38,6 +38,12 @@ const (
 // signer, ...) for one test, with certificates living d (0: the default year).
 func startControllerManager(t *testing.T, d time.Duration) {
 	t.Helper()
+	startControllerManagerOn(t, cluster, d)
+}
+
+// startControllerManagerOn is startControllerManager on cluster c.
+func startControllerManagerOn(t *testing.T, cluster *harness.Cluster, d time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{SigningDuration: d})
@@ -259,8 +265,14 @@ func podConfig(h *harness.Hub, token string) *rest.Config {
 // waitServing waits until the secure port answers TLS with a certificate the cluster CA signed.
 func waitServing(t *testing.T, h *harness.Hub) {
 	t.Helper()
+	waitServingOn(t, cluster, h)
+}
+
+// waitServingOn is waitServing for a hub of cluster c.
+func waitServingOn(t *testing.T, c *harness.Cluster, h *harness.Hub) {
+	t.Helper()
 	pool := x509.NewCertPool()
-	pool.AddCert(cluster.PKI.CA)
+	pool.AddCert(c.PKI.CA)
 	eventually(t, 60*time.Second, "secure port serving with a CA-signed certificate", func() error {
 		c, err := tls.Dial("tcp", strings.TrimPrefix(h.SecureURL, "https://"), &tls.Config{RootCAs: pool})
 		if err != nil {

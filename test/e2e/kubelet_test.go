@@ -60,10 +60,11 @@ var kubeletStartErrors = []allowedError{
 // TestKubelet runs kubemark's hollow node (the kubelet's and kube-proxy's own code, a fake
 // container runtime) through nodehub, the cloud reachable only through a relay that a scenario
 // black-holes. The scenarios share one node and run in order: online, cut for minutes, kubelet
-// restarted offline, node rebooted offline, cloud returns.
+// restarted offline, node rebooted offline, cloud returns. They run once per Kubernetes release
+// of the harness (TestKubelet/v1.34/..., TestKubelet/v1.37/...), one release after the other, each
+// with its own control plane, kubelet and kube-proxy of that release; NODEHUB_E2E_KUBELET_RELEASES
+// ("v1.37", or "v1.34,v1.37") picks some.
 func TestKubelet(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
 	cut := kubeletCut
 	if v := os.Getenv("NODEHUB_E2E_KUBELET_CUT"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -72,29 +73,49 @@ func TestKubelet(t *testing.T) {
 		}
 		cut = d
 	}
-	kcm, err := cluster.StartControllerManager(ctx, harness.ControllerOptions{Controllers: harness.KubeletControllers})
+	releases := harness.Releases()
+	if v := os.Getenv("NODEHUB_E2E_KUBELET_RELEASES"); v != "" {
+		releases = nil
+		for _, name := range strings.Split(v, ",") {
+			r, err := harness.ReleaseNamed(strings.TrimSpace(name))
+			if err != nil {
+				t.Fatalf("NODEHUB_E2E_KUBELET_RELEASES: %v", err)
+			}
+			releases = append(releases, r)
+		}
+	}
+	for _, r := range releases {
+		t.Run(r.Name, func(t *testing.T) { kubeletScenarios(t, clusterAt(t, r), cut) })
+	}
+}
+
+// kubeletScenarios runs TestKubelet's scenarios on cluster c, in front of which nodehub runs.
+func kubeletScenarios(t *testing.T, c *harness.Cluster, cut time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	kcm, err := c.StartControllerManager(ctx, harness.ControllerOptions{Controllers: harness.KubeletControllers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kcm.Stop()
 	// kube-proxy runs as the node (nodehub lends it the node's identity): grant the node what a
 	// real cluster grants kube-proxy.
-	if err := cluster.BindNodeProxier(ctx, hollowNode); err != nil {
+	if err := c.BindNodeProxier(ctx, hollowNode); err != nil {
 		t.Fatal(err)
 	}
-	cert, key, err := cluster.NodeCredentials(hollowNode)
+	cert, key, err := c.NodeCredentials(hollowNode)
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
+	relay, err := harness.NewRelay(strings.TrimPrefix(c.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer relay.Close()
-	hub := startHubIn(t, t.TempDir(), relay.URL(), "--node-name="+hollowNode, "--client-cert="+cert, "--client-key="+key)
+	hub := startHubOn(t, c, t.TempDir(), relay.URL(), "--node-name="+hollowNode, "--client-cert="+cert, "--client-key="+key)
 
-	admin := cluster.Admin
-	if err := cluster.EnsureNamespace(ctx, kubeletNS); err != nil {
+	admin := c.Admin
+	if err := c.EnsureNamespace(ctx, kubeletNS); err != nil {
 		t.Fatal(err)
 	}
 	if err := harness.CreateWorkloadSources(ctx, admin, kubeletNS); err != nil {
@@ -127,7 +148,7 @@ func TestKubelet(t *testing.T) {
 	if d := os.Getenv("NODEHUB_E2E_KUBELET_LOGS"); d != "" {
 		nodeDir = d // kubemark's logs, kept after the test
 	}
-	node, err := cluster.StartHollowNode(ctx, harness.HollowOptions{Name: hollowNode, Dir: nodeDir, Server: hub.ProxyURL, Proxy: true})
+	node, err := c.StartHollowNode(ctx, harness.HollowOptions{Name: hollowNode, Dir: nodeDir, Server: hub.ProxyURL, Proxy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +166,8 @@ func TestKubelet(t *testing.T) {
 		_ = admin.CoreV1().Namespaces().Delete(ctx, kubeletNS, metav1.DeleteOptions{})
 	}()
 
-	kubeletUA, err := harness.UserAgent("kubelet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &kubeletScenario{node: node, hub: hub, relay: relay, names: names,
-		view: hub.Client(kubeletUA, true)} // what the node sees: nodehub, answering as to its kubelet
+	k := &kubeletScenario{c: c, node: node, hub: hub, relay: relay, names: names,
+		view: hub.Client(c.UserAgent("kubelet"), true)} // what the node sees: nodehub, answering as to its kubelet
 
 	if !t.Run("online", k.online) {
 		return
@@ -162,6 +179,7 @@ func TestKubelet(t *testing.T) {
 }
 
 type kubeletScenario struct {
+	c     *harness.Cluster // the cloud
 	node  *harness.HollowNode
 	hub   *harness.Hub
 	relay *harness.Relay
@@ -204,8 +222,8 @@ func (k *kubeletScenario) viewPods(ctx context.Context) ([]corev1.Pod, error) {
 	return l.Items, nil
 }
 
-func cloudPods(ctx context.Context) ([]corev1.Pod, error) {
-	l, err := cluster.Admin.CoreV1().Pods(kubeletNS).List(ctx, metav1.ListOptions{})
+func (k *kubeletScenario) cloudPods(ctx context.Context) ([]corev1.Pod, error) {
+	l, err := k.c.Admin.CoreV1().Pods(kubeletNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -230,20 +248,20 @@ func (k *kubeletScenario) waitRunning(t *testing.T, pods int, d time.Duration) {
 func (k *kubeletScenario) online(t *testing.T) {
 	ctx := context.Background()
 	eventually(t, 90*time.Second, "node registered through nodehub and Ready", func() error {
-		n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, hollowNode, metav1.GetOptions{})
+		n, err := k.c.Admin.CoreV1().Nodes().Get(ctx, hollowNode, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		return harness.NodeReady(n)
 	})
 	eventually(t, 90*time.Second, "pods Running in the cloud", func() error {
-		l, err := cloudPods(ctx)
+		l, err := k.cloudPods(ctx)
 		if err != nil {
 			return err
 		}
 		return harness.PodsStarted(l, k.names, time.Time{})
 	})
-	l, err := cloudPods(ctx)
+	l, err := k.cloudPods(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,10 +324,10 @@ func (k *kubeletScenario) cut(t *testing.T, d time.Duration) {
 	}
 	t.Logf("link black-holed for %v", d)
 	// The cloud changes while the node cannot see it: one pod deleted, one created.
-	if err := cluster.Admin.CoreV1().Pods(kubeletNS).Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+	if err := k.c.Admin.CoreV1().Pods(kubeletNS).Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cluster.Admin.CoreV1().Pods(kubeletNS).Create(ctx, harness.WorkloadPod(kubeletNS, "newcomer", hollowNode), metav1.CreateOptions{}); err != nil {
+	if _, err := k.c.Admin.CoreV1().Pods(kubeletNS).Create(ctx, harness.WorkloadPod(kubeletNS, "newcomer", hollowNode), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -613,13 +631,13 @@ func (k *kubeletScenario) cloudReturns(t *testing.T) {
 		}
 	}
 	eventually(t, 90*time.Second, "the pod deleted in the cloud during the outage is stopped and gone", func() error {
-		if _, err := cluster.Admin.CoreV1().Pods(kubeletNS).Get(ctx, "doomed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := k.c.Admin.CoreV1().Pods(kubeletNS).Get(ctx, "doomed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return errorf("pod doomed still in the cloud (%v)", err)
 		}
 		return nil
 	})
 	eventually(t, 90*time.Second, "the pod created during the outage runs, the others run on", func() error {
-		l, err := cloudPods(ctx)
+		l, err := k.cloudPods(ctx)
 		if err != nil {
 			return err
 		}
@@ -630,14 +648,14 @@ func (k *kubeletScenario) cloudReturns(t *testing.T) {
 	})
 	k.waitRunning(t, len(want), 30*time.Second)
 	eventually(t, 60*time.Second, "the node is Ready in the cloud and its lease renewed", func() error {
-		n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, hollowNode, metav1.GetOptions{})
+		n, err := k.c.Admin.CoreV1().Nodes().Get(ctx, hollowNode, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if err := harness.NodeReady(n); err != nil {
 			return err
 		}
-		lease, err := cluster.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, hollowNode, metav1.GetOptions{})
+		lease, err := k.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, hollowNode, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -652,7 +670,7 @@ func (k *kubeletScenario) cloudReturns(t *testing.T) {
 		t.Fatalf("the node did not run all its pods before the return: no restart on return cannot be checked")
 	}
 	eventually(t, 60*time.Second, "the cloud has the node's pod statuses, with no restart on return", func() error {
-		l, err := cloudPods(ctx)
+		l, err := k.cloudPods(ctx)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,13 @@ var (
 	cluster   *harness.Cluster
 	nodehub   string
 	clusterOK bool
+	// others are the control planes of the other releases, started by the first test that needs
+	// one (clusterAt) and stopped after the last.
+	others = struct {
+		sync.Mutex
+		dir string
+		m   map[string]*harness.Cluster
+	}{m: map[string]*harness.Cluster{}}
 )
 
 func TestMain(m *testing.M) {
@@ -40,8 +49,51 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cluster.Stop()
-	fmt.Fprintf(os.Stderr, "control plane up in %v (etcd + %d kube-apiservers)\n", time.Since(start).Round(time.Millisecond), len(cluster.APIServers))
+	others.dir = dir
+	defer func() {
+		for _, c := range others.m {
+			c.Stop()
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "control plane %s up in %v (etcd + %d kube-apiservers)\n", cluster.Version, time.Since(start).Round(time.Millisecond), len(cluster.APIServers))
 	return m.Run()
+}
+
+// clusterAt returns the control plane of release r: the shared one when it is of r, else one of
+// its own (etcd and one kube-apiserver), started at the first call for r and shared by the tests
+// after it like the first.
+func clusterAt(t *testing.T, r harness.Release) *harness.Cluster {
+	t.Helper()
+	if cluster.Release.Name == r.Name {
+		return cluster
+	}
+	others.Lock()
+	defer others.Unlock()
+	if c := others.m[r.Name]; c != nil {
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	dir := filepath.Join(others.dir, "cluster-"+r.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := harness.StartClusterAt(ctx, r, dir, 1)
+	if err != nil {
+		t.Fatalf("control plane %s: %v", r.Name, err)
+	}
+	others.m[r.Name] = c
+	t.Logf("control plane %s up in %v (etcd + 1 kube-apiserver)", c.Version, time.Since(start).Round(time.Millisecond))
+	return c
+}
+
+// eachRelease runs f as a subtest per Kubernetes release of the harness, on that release's
+// control plane.
+func eachRelease(t *testing.T, f func(t *testing.T, c *harness.Cluster)) {
+	for _, r := range harness.Releases() {
+		t.Run(r.Name, func(t *testing.T) { f(t, clusterAt(t, r)) })
+	}
 }
 
 // startHub runs nodehub for one test and stops it when the test ends, printing its log on failure.
@@ -59,9 +111,15 @@ func startHubServers(t *testing.T, servers string, args ...string) *harness.Hub 
 // where a first one stopped.
 func startHubIn(t *testing.T, dir, servers string, args ...string) *harness.Hub {
 	t.Helper()
+	return startHubOn(t, cluster, dir, servers, args...)
+}
+
+// startHubOn runs nodehub for one test in front of cluster c (its node certificate and CA).
+func startHubOn(t *testing.T, c *harness.Cluster, dir, servers string, args ...string) *harness.Hub {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: dir, Servers: servers, Args: args})
+	h, err := c.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: dir, Servers: servers, Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}

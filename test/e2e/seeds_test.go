@@ -19,7 +19,7 @@ import (
 
 // TestCaptureFuzzSeeds writes real kube-apiserver answers (lists, objects and watch streams, in
 // JSON and protobuf) into the repository's wire/testdata/real, the seeds of the wire fuzz
-// targets, and cluster-info into hub/certs/testdata. It runs only with NODEHUB_CAPTURE_SEEDS=1; the files are committed.
+// targets, and cluster-info into node/certs/testdata. It runs only with NODEHUB_CAPTURE_SEEDS=1; the files are committed.
 func TestCaptureFuzzSeeds(t *testing.T) {
 	if os.Getenv("NODEHUB_CAPTURE_SEEDS") != "1" {
 		t.Skip("NODEHUB_CAPTURE_SEEDS=1 captures the fuzz seeds")
@@ -90,7 +90,7 @@ func TestCaptureFuzzSeeds(t *testing.T) {
 	if err := cluster.SetupJoin(ctx, "seedss", "0123456789abcdef"); err != nil {
 		t.Fatal(err)
 	}
-	dir = filepath.Join(harness.RepoRoot(), "hub", "certs", "testdata")
+	dir = filepath.Join(harness.RepoRoot(), "node", "certs", "testdata")
 	os.MkdirAll(dir, 0o755)
 	get("cluster-info.json", "/api/v1/namespaces/kube-public/configmaps/cluster-info", js, false)
 }

@@ -17,9 +17,11 @@ import (
 	"nodehub/e2e/harness"
 )
 
-func TestServiceTopologyKeepsThisNodesOrPoolsEndpoints(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// topologySetup makes three nodes (two in pool-a), and three services
+// with an endpoint on each node (in namespace ns): by-host (kubernetes.io/hostname), by-pool (openyurt.io/nodepool)
+// and plain (no topology key).
+func topologySetup(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
 	bindNodes(t, "e2e-proxy-reader", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}})
 	// Nodes of the pool are labelled (no NodePool API here: the hub falls back to the label, which
 	// needs nodes list/watch for the node group — what OpenYurt grants for nodepools).
@@ -36,7 +38,6 @@ func TestServiceTopologyKeepsThisNodesOrPoolsEndpoints(t *testing.T) {
 			}
 		}
 	}
-	ns := "topology"
 	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +62,13 @@ func TestServiceTopologyKeepsThisNodesOrPoolsEndpoints(t *testing.T) {
 	mk("by-pool", "openyurt.io/nodepool")
 	mk("plain", "")
 
+}
+
+func TestServiceTopologyKeepsThisNodesOrPoolsEndpoints(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "topology"
+	topologySetup(t, ctx, ns)
 	h := startHub(t, "--nodepool-name=pool-a")
 	proxy := h.Client(kubeProxyUA, true)
 	counts := func() (map[string]int, string, error) {
@@ -169,4 +177,30 @@ func makeNodePool(t *testing.T, ctx context.Context, name string) {
 		}
 		return err
 	})
+}
+
+// The filters hold from the hub's first answer: a list right after /v1/readyz turns 200 is
+// filtered (issue 23: for about a second kube-proxy got every node's endpoints, the topology
+// source's first reads having gone to an empty cache and backed off). Three starts, each read at
+// once.
+func TestServiceTopologyHoldsFromTheFirstAnswer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "topology-first"
+	topologySetup(t, ctx, ns)
+	for i := 0; i < 3; i++ {
+		h := startHub(t, "--nodepool-name=pool-a") // returns once /v1/readyz is 200
+		l, err := h.Client(kubeProxyUA, true).DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("start %d: kube-proxy's first list: %v", i, err)
+		}
+		c := map[string]int{}
+		for _, s := range l.Items {
+			c[s.Labels[discoveryv1.LabelServiceName]] = len(s.Endpoints)
+		}
+		if c["by-host"] != 1 || c["by-pool"] != 2 || c["plain"] != 3 {
+			t.Fatalf("start %d: kube-proxy's first list right after readiness: endpoints per service %v, want by-host 1, by-pool 2, plain 3", i, c)
+		}
+		h.Stop()
+	}
 }

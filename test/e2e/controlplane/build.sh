@@ -1,11 +1,15 @@
 #!/bin/sh
 # Builds etcd, kube-apiserver, kube-controller-manager, kubectl and kubemark (the hollow node: the
 # kubelet's and kube-proxy's own code with fake runtimes) from the Go module proxy, once per go.sum: the binaries
-# are kept in a directory keyed by the hash of this module's go.mod, go.sum and this script.
+# are kept in a directory keyed by the hash of the module's go.mod, go.sum and this script.
 # Prints that directory.
+#
+# Usage: build.sh [MODULE_DIR]. MODULE_DIR is one Kubernetes release's module (a go.mod pinning
+# k8s.io/kubernetes and the etcd it needs, tools.go, etcd/): this script's own directory (v1.34)
+# when not given, ../controlplane137 for v1.37. Each module has its own key, so both stay cached.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+here=$(cd "${1:-$(dirname "$0")}" && pwd)
+key=$(cat "$here/go.mod" "$here/go.sum" "$0" | sha256sum | cut -c1-16)
 dir="${NODEHUB_CP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodehub/controlplane}/$key"
 if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ] && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/kubemark" ]; then
 	echo "$dir"

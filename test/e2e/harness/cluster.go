@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -30,6 +31,10 @@ const NodeName = "edge-1"
 
 // Cluster is a running control plane.
 type Cluster struct {
+	// Release is the Kubernetes release of every binary the cluster runs; Version its exact
+	// version ("v1.37.2").
+	Release    Release
+	Version    string
 	Dir        string
 	BinDir     string
 	PKI        *PKI
@@ -55,17 +60,77 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
-// ControlPlaneBinaries builds (once per go.sum) and returns the directory holding etcd,
-// kube-apiserver and kubectl.
-func ControlPlaneBinaries() (string, error) {
+// Release is one Kubernetes release the harness runs: etcd, the control plane and kubemark's hollow
+// node are built (controlplane/build.sh) from the module in test/e2e/<Dir>, whose go.mod pins
+// k8s.io/kubernetes.
+type Release struct {
+	// Name is the minor release, "v1.34".
+	Name string
+	// Dir is the module's directory under test/e2e.
+	Dir string
+	// APIServerArgs are the release's own kube-apiserver flags, after the harness's.
+	APIServerArgs []string
+}
+
+// Releases are the Kubernetes releases the harness runs, oldest first.
+func Releases() []Release {
+	return []Release{
+		{Name: "v1.34", Dir: "controlplane"},
+		// Since v1.35 the endpoint reconciler refuses a loopback --advertise-address ("may not be
+		// in the loopback range"): the default/kubernetes Service gets no endpoints here.
+		{Name: "v1.37", Dir: "controlplane137", APIServerArgs: []string{"--endpoint-reconciler-type=none"}},
+	}
+}
+
+// DefaultRelease is the release the e2e tests run on unless a test picks one: $NODEHUB_E2E_KUBE
+// ("v1.34", "v1.37") or v1.34, the release most tests were written against.
+func DefaultRelease() (Release, error) {
+	name := os.Getenv("NODEHUB_E2E_KUBE")
+	if name == "" {
+		name = "v1.34"
+	}
+	return ReleaseNamed(name)
+}
+
+// ReleaseNamed returns the release called name ("v1.37", or "1.37").
+func ReleaseNamed(name string) (Release, error) {
+	var names []string
+	for _, r := range Releases() {
+		if r.Name == name || r.Name == "v"+name {
+			return r, nil
+		}
+		names = append(names, r.Name)
+	}
+	return Release{}, fmt.Errorf("no Kubernetes release %q in the harness (have %s)", name, strings.Join(names, ", "))
+}
+
+// ModuleDir is the release's module directory.
+func (r Release) ModuleDir() string { return filepath.Join(RepoRoot(), "test", "e2e", r.Dir) }
+
+// Binaries builds (once per go.sum) and returns the directory holding the release's etcd,
+// kube-apiserver, kube-controller-manager, kubectl and kubemark.
+func (r Release) Binaries() (string, error) {
 	script := filepath.Join(RepoRoot(), "test", "e2e", "controlplane", "build.sh")
-	cmd := exec.Command("sh", script)
+	cmd := exec.Command("sh", script, r.ModuleDir())
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("build control plane: %w", err)
+		return "", fmt.Errorf("build control plane %s: %w", r.Name, err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// Version is the exact Kubernetes version the release's module pins, as "v1.34.4".
+func (r Release) Version() (string, error) {
+	b, err := os.ReadFile(filepath.Join(r.ModuleDir(), "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v[0-9][0-9.]*)\s*$`).FindSubmatch(b)
+	if m == nil {
+		return "", fmt.Errorf("%s/go.mod names no k8s.io/kubernetes version", r.Dir)
+	}
+	return string(m[1]), nil
 }
 
 // FreePort returns a loopback TCP port nobody listens on right now.
@@ -78,13 +143,27 @@ func FreePort() int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// StartCluster starts etcd and n kube-apiservers on loopback, all in dir.
+// StartCluster starts etcd and n kube-apiservers of the default release (DefaultRelease) on
+// loopback, all in dir.
 func StartCluster(ctx context.Context, dir string, n int) (*Cluster, error) {
-	bin, err := ControlPlaneBinaries()
+	r, err := DefaultRelease()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, BinDir: bin}
+	return StartClusterAt(ctx, r, dir, n)
+}
+
+// StartClusterAt starts etcd and n kube-apiservers of release r on loopback, all in dir.
+func StartClusterAt(ctx context.Context, r Release, dir string, n int) (*Cluster, error) {
+	version, err := r.Version()
+	if err != nil {
+		return nil, err
+	}
+	bin, err := r.Binaries()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Release: r, Version: version, Dir: dir, BinDir: bin}
 	if c.PKI, err = NewPKI(dir); err != nil {
 		return nil, err
 	}
@@ -136,6 +215,7 @@ func StartCluster(ctx context.Context, dir string, n int) (*Cluster, error) {
 				"--allow-privileged", "--profiling=false", "--v", "0",
 				"--enable-bootstrap-token-auth",
 			}}
+		a.Args = append(a.Args, r.APIServerArgs...)
 		c.APIServers = append(c.APIServers, a)
 		if err := a.Start(); err != nil {
 			c.Stop()

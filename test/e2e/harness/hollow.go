@@ -27,29 +27,11 @@ import (
 // that every pod's projected ServiceAccount volume mounts.
 var KubeletControllers = []string{"serviceaccount", "serviceaccount-token", "root-ca-cert-publisher"}
 
-// KubeVersion is the Kubernetes version the control plane (and kubemark) is built from, as
-// "v1.34.4", read from the control plane's go.mod.
-func KubeVersion() (string, error) {
-	b, err := os.ReadFile(filepath.Join(RepoRoot(), "test", "e2e", "controlplane", "go.mod"))
-	if err != nil {
-		return "", err
-	}
-	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v[0-9][0-9.]*)\s*$`).FindSubmatch(b)
-	if m == nil {
-		return "", fmt.Errorf("controlplane/go.mod names no k8s.io/kubernetes version")
-	}
-	return string(m[1]), nil
-}
-
 // UserAgent is what client-go's default user agent is for component (kubelet, kube-proxy) built
-// from the control plane's module without a git commit: "kubelet/v1.34.4 (linux/amd64)
+// from the cluster's module without a git commit: "kubelet/v1.34.4 (linux/amd64)
 // kubernetes/unknown".
-func UserAgent(component string) (string, error) {
-	v, err := KubeVersion()
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s/%s (%s/%s) kubernetes/unknown", component, v, runtime.GOOS, runtime.GOARCH), nil
+func (c *Cluster) UserAgent(component string) string {
+	return fmt.Sprintf("%s/%s (%s/%s) kubernetes/unknown", component, c.Version, runtime.GOOS, runtime.GOARCH)
 }
 
 // NodeCredentials issues node name's client certificate (CN system:node:<name>, O system:nodes)
@@ -108,11 +90,7 @@ func (c *Cluster) StartHollowNode(ctx context.Context, o HollowOptions) (*Hollow
 	}
 	n := &HollowNode{Name: o.Name, KubeletPort: FreePort(), ReadOnlyPort: FreePort(), started: time.Now().Add(-time.Second)}
 	start := func(morph, component string) (*Proc, error) {
-		ua, err := UserAgent(component)
-		if err != nil {
-			return nil, err
-		}
-		shim, err := NewUAShim(o.Server, ua)
+		shim, err := NewUAShim(o.Server, c.UserAgent(component))
 		if err != nil {
 			return nil, err
 		}

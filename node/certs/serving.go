@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"nodehub/hub/atomicfile"
+	"nodehub/durable"
 	"nodehub/wire"
 )
 
@@ -205,7 +205,7 @@ func (s *Serving) issue(ctx context.Context, ips []net.IP, dns []string) error {
 		// A failed store keeps the certificate in use (the secure port serves it from memory; the
 		// pool port, which reads the file, waits for the retried write).
 		s.unstored = func() error {
-			if err := atomicfile.Write(filepath.Join(s.cfg.Dir, ServingPEMName), pemData, 0o600); err != nil {
+			if err := durable.WriteFile(filepath.Join(s.cfg.Dir, ServingPEMName), pemData, 0o600); err != nil {
 				return fmt.Errorf("certs: store serving certificate: %w", err)
 			}
 			return nil

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"nodehub/hub/atomicfile"
+	"nodehub/durable"
 )
 
 // ManagerConfig configures a Manager.
@@ -351,11 +351,11 @@ func (m *Manager) adopt(pair *tls.Certificate, caPEM []byte, pool *x509.CertPool
 	m.log.Info("certs: client certificate issued", "subject", pair.Leaf.Subject.String(), "notAfter", pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	store := unstored(func() error {
 		if caPEM != nil {
-			if err := atomicfile.Write(filepath.Join(m.cfg.Dir, CAName), caPEM, 0o644); err != nil {
+			if err := durable.WriteFile(filepath.Join(m.cfg.Dir, CAName), caPEM, 0o644); err != nil {
 				return fmt.Errorf("certs: store CA: %w", err)
 			}
 		}
-		if err := atomicfile.Write(filepath.Join(m.cfg.Dir, ClientPEMName), pemData, 0o600); err != nil {
+		if err := durable.WriteFile(filepath.Join(m.cfg.Dir, ClientPEMName), pemData, 0o600); err != nil {
 			return fmt.Errorf("certs: store client certificate: %w", err)
 		}
 		return nil

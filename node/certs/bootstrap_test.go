@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"nodehub/hub/atomicfile"
+	"nodehub/durable"
 )
 
 // sign makes a detached JWS the way the bootstrap signer does.
@@ -93,7 +93,7 @@ func TestWriteFileAtomicAndLoadPair(t *testing.T) {
 	kp, _ := keyPEM(key)
 	data := append(pemCert(der), kp...)
 	path := filepath.Join(t.TempDir(), "pki", ClientPEMName)
-	if err := atomicfile.Write(path, data, 0o600); err != nil {
+	if err := durable.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(path)
