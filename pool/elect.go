@@ -56,7 +56,6 @@ const (
 // either, unless the operator accepts self-declared membership (Config.SelfDeclared).
 func (p *Pool) elect(ctx context.Context) {
 	np := NewStore(nodePoolResource(p.cfg.PoolName))
-	np.Refused = 5 * time.Minute // no NodePool API, or no grant to read it: not fixed by the minute
 	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
 	done := make(chan struct{})
 	go func() { defer close(done); np.run(ctx, cloud, p.cfg.Returned, p.log) }()

@@ -297,7 +297,7 @@ func (t *Source) informer(ctx context.Context, path, resource string, tried func
 	}
 	rv := ""
 	var once sync.Once
-	listwatch.Loop{First: time.Second, Most: 30 * time.Second, Refused: 5 * time.Minute, Wake: t.Returned}.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
+	listwatch.Loop{First: time.Second, Most: 30 * time.Second, Refused: time.Minute, Wake: t.Returned}.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
 		var err error
 		if rv == "" {
 			var items [][]byte
