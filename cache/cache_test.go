@@ -89,7 +89,7 @@ func respond(t *testing.T, m *Manager, method, url, component string, body []byt
 		}
 	}
 	tb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.Writer.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -367,7 +367,10 @@ func TestFullQueueKeepsClientStreamingAndMarksIncomplete(t *testing.T) {
 	if err != nil || !bytes.Equal(got, stream) {
 		t.Fatalf("client stream changed: %v", err)
 	}
-	if d := time.Since(start); d > time.Second {
+	// The disk hangs until the test releases it: a tee that waited for it would not be here. The
+	// bound catches one that waits a while for room before dropping (on two loaded cores reading
+	// 2000 events takes well under it).
+	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("client waited %v on a hung disk", d)
 	}
 	if dropped == 0 || m.Writer.Queued() > 64<<10 {
@@ -375,7 +378,7 @@ func TestFullQueueKeepsClientStreamingAndMarksIncomplete(t *testing.T) {
 	}
 	close(release)
 	tb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.Writer.Flush(ctx)
 }
@@ -409,18 +412,24 @@ func TestWatchEventsAfterTheQueueWentIdle(t *testing.T) {
 	pr, pw := io.Pipe()
 	tb := m.Tee(ri, "kubelet", &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {wire.MediaJSON}}, Body: pr})
 	go io.Copy(io.Discard, tb)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	k := Key{Resource: Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}, Namespace: "default", Name: "late"}
 	for _, rv := range []string{"1", "2", "3"} {
 		pw.Write(wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventModified, Object: podJSON(t, pod("late", "edge-1", rv, nil))}))
-		time.Sleep(20 * time.Millisecond)
-		if err := m.Writer.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		it, err := s.GetObject(k)
-		if err != nil || it.Header.ResourceVersion != rv {
-			t.Fatalf("event rv %s not written after the queue went idle: %v %+v", rv, err, it.Header)
+		// The tee hands the event to the writer after the pipe's read returned: wait until it is
+		// written and the queue went idle (its goroutine ended, the queue retired), so the next
+		// event finds no goroutine.
+		for {
+			err := m.Writer.Flush(ctx)
+			it, gerr := s.GetObject(k)
+			if err == nil && gerr == nil && it.Header.ResourceVersion == rv && m.Writer.Queues() == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("event rv %s not written after the queue went idle: %v %v %+v, %d queues", rv, err, gerr, it.Header, m.Writer.Queues())
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	pw.Close()
@@ -429,22 +438,34 @@ func TestWatchEventsAfterTheQueueWentIdle(t *testing.T) {
 func TestDelayCoalescesChurnIntoOneWritePerKey(t *testing.T) {
 	s := openStore(t)
 	m := newManager(s)
-	m.Writer.Delay = 2 * time.Second
+	// A delay no loaded machine outlasts: the changes are written when the writer closes, which
+	// writes what waits without waiting out the delay.
+	m.Writer.Delay = time.Hour
 	r, _ := http.NewRequest("GET", "http://hub/api/v1/pods?watch=true", nil)
 	r.Header.Set("User-Agent", "kubelet/1")
 	ri, _ := wire.ParseRequest(r)
 	pr, pw := io.Pipe()
 	tb := m.Tee(ri, "kubelet", &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {wire.MediaJSON}}, Body: pr})
-	go io.Copy(io.Discard, tb)
-	for i := 1; i <= 20; i++ { // 20 changes of 2 objects within ~100ms, well inside the delay
+	copied := make(chan struct{})
+	go func() { io.Copy(io.Discard, tb); close(copied) }()
+	for i := 1; i <= 20; i++ { // 20 changes of 2 objects, inside the delay
 		name := fmt.Sprint("churn-", i%2)
 		pw.Write(wire.EncodeJSONWatchEvent(wire.WatchEvent{Type: wire.EventModified, Object: podJSON(t, pod(name, "edge-1", fmt.Sprint(i), nil))}))
-		time.Sleep(5 * time.Millisecond)
 	}
 	pw.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	<-copied // the tee handed every event to the writer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := m.Writer.Flush(ctx); err != nil {
+	for m.Writer.Queued() > 0 { // and the writer took each into its pending writes
+		if ctx.Err() != nil {
+			t.Fatalf("%d bytes still queued", m.Writer.Queued())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.Stats().FilesWritten; n != 0 {
+		t.Fatalf("%d files written inside the delay", n)
+	}
+	if err := m.Writer.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.Stats().FilesWritten; n != 2 {
@@ -477,7 +498,7 @@ func TestGzipListIsCached(t *testing.T) {
 	if !bytes.Equal(got, zb.Bytes()) {
 		t.Fatal("the client did not get the compressed body unchanged")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.Writer.Flush(ctx)
 	names, res := names(t, s, "kubelet", "", "", "")
@@ -514,7 +535,7 @@ func TestWriterQueuesOfIdleOwnersAreRetired(t *testing.T) {
 		owner := fmt.Sprintf("pod%d@%08x", i, i)
 		respond(t, m, http.MethodGet, "/api/v1/namespaces/default/pods/p", owner, podJSON(t, pod("p", "edge-1", "5", nil)))
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for m.Writer.Queues() > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

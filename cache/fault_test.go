@@ -246,7 +246,7 @@ func TestCorruptLogHeaderIsSetAside(t *testing.T) {
 	if q, _ := os.ReadDir(filepath.Join(dir, quarantineDir)); len(q) != 1 {
 		t.Fatalf("%d files in quarantine", len(q))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if n, _ := s.Verify(ctx); n != 1 {
 		t.Fatalf("%d objects after setting a bad log aside", n)

@@ -43,7 +43,7 @@ func TestSyncOnlyWhatWasWrittenAndOnlyWhenWritten(t *testing.T) {
 		t.Fatalf("RunSync synced %d times with nothing written", n-1)
 	}
 	slicePut(t, s, "kube-proxy", "a", "6", 500)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for s.Stats().Syncs != 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -78,7 +78,7 @@ func tee(t *testing.T, m *Manager, url, component string, pb bool, body []byte, 
 		left -= n
 	}
 	tb.Close() // before EOF when cut: the stream ends early
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.Writer.Flush(ctx); err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func TestZeroConfigRuns(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- s.Run(ctx) }()
 			var addrs []string
-			for deadline := time.Now().Add(5 * time.Second); len(addrs) < 2; time.Sleep(10 * time.Millisecond) {
+			for deadline := time.Now().Add(30 * time.Second); len(addrs) < 2; time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the hub did not listen")
 				}

@@ -34,9 +34,13 @@ func (nodeCreds) Err() error { return nil }
 // the headers it got).
 type cloudStub struct {
 	release chan struct{}
+	once    sync.Once
 	mu      sync.Mutex
 	headers []http.Header
 }
+
+// Release answers the requests to /slow held so far and every later one at once.
+func (c *cloudStub) Release() { c.once.Do(func() { close(c.release) }) }
 
 func newCloudStub(t *testing.T) (*cloudStub, string) {
 	c := &cloudStub{release: make(chan struct{})}
@@ -46,15 +50,12 @@ func newCloudStub(t *testing.T) (*cloudStub, string) {
 		c.headers = append(c.headers, r.Header.Clone())
 		c.mu.Unlock()
 		if strings.Contains(r.URL.Path, "/slow") {
-			select {
-			case <-c.release:
-			case <-time.After(3 * time.Second):
-			}
+			<-c.release // held as long as the test needs, however slowly it runs
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"}}`)
 	}))
-	t.Cleanup(func() { close(c.release); ts.Close() })
+	t.Cleanup(func() { c.Release(); ts.Close() })
 	return c, ts.URL
 }
 
@@ -89,7 +90,7 @@ func runHub(t *testing.T, cfg Config) (*Server, string, string, string) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for i := 0; i < 200 && (len(s.Addrs()) < 2 || len(s.SecureAddrs()) < 1); i++ {
+	for deadline := time.Now().Add(30 * time.Second); (len(s.Addrs()) < 2 || len(s.SecureAddrs()) < 1) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if len(s.Addrs()) < 2 || len(s.SecureAddrs()) < 1 {
@@ -141,7 +142,7 @@ func serve(s *Server, method, path, remote string, header http.Header) *httptest
 // An Upgrade header does not escape the in-flight limit (only pods' exec, attach and portforward
 // upgrades do), and the node's own clients have a budget pods cannot take.
 func TestInFlightCountsFakeUpgradesAndKeepsTheNodesBudget(t *testing.T) {
-	_, cloud := newCloudStub(t)
+	c, cloud := newCloudStub(t)
 	s, err := New(Config{NodeName: "n", Servers: []string{cloud}, Credentials: nodeCreds{}, MaxInFlight: 1, HeartbeatTimeout: 2 * time.Second,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -155,7 +156,7 @@ func TestInFlightCountsFakeUpgradesAndKeepsTheNodesBudget(t *testing.T) {
 		held <- serve(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/slow", "10.0.0.7:5000", pod).Code
 	}()
 	<-started
-	for i := 0; i < 100 && s.inflightOthers.Load() == 0; i++ {
+	for deadline := time.Now().Add(30 * time.Second); s.inflightOthers.Load() == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	upgrade := http.Header{"Authorization": {"Bearer pod-token"}, "Upgrade": {"x"}, "Connection": {"Upgrade"}}
@@ -172,6 +173,7 @@ func TestInFlightCountsFakeUpgradesAndKeepsTheNodesBudget(t *testing.T) {
 	if code := serve(s, http.MethodPost, "/api/v1/namespaces/default/pods/p/exec?command=sh", "10.0.0.7:5004", exec).Code; code == http.StatusTooManyRequests {
 		t.Errorf("exec upgrade counted against the limit")
 	}
+	c.Release()
 	if code := <-held; code != http.StatusOK {
 		t.Errorf("held request: %d", code)
 	}
@@ -179,7 +181,7 @@ func TestInFlightCountsFakeUpgradesAndKeepsTheNodesBudget(t *testing.T) {
 
 // A body that trickles in is cut at the body deadline (408) and frees its in-flight slot.
 func TestTricklingBodyIsCutAndFreesItsSlot(t *testing.T) {
-	_, cloud := newCloudStub(t)
+	c, cloud := newCloudStub(t)
 	s, proxy, _, _ := runHub(t, Config{Servers: []string{cloud}, MaxInFlight: 1, BodyTimeout: 300 * time.Millisecond})
 	conn, err := net.Dial("tcp", proxy)
 	if err != nil {
@@ -188,31 +190,36 @@ func TestTricklingBodyIsCutAndFreesItsSlot(t *testing.T) {
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	start := time.Now()
-	go func() { // one byte every 100 ms: never done in time
-		for i := 0; i < 50; i++ {
+	go func() { // one byte every 100 ms: never done (1000 bytes announced)
+		for i := 0; i < 200; i++ {
 			time.Sleep(100 * time.Millisecond)
 			if _, err := conn.Write([]byte(" ")); err != nil {
 				return
 			}
 		}
 	}()
-	_ = conn.SetReadDeadline(time.Now().Add(4 * time.Second))
+	// The answer must come well before DefaultBodyTimeout (what an ignored BodyTimeout would
+	// give), however late past 300 ms a loaded machine delivers it.
+	bound := DefaultBodyTimeout - 2*time.Second
+	_ = conn.SetReadDeadline(time.Now().Add(bound))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		t.Fatalf("no answer to a trickling body within 4 s: %v", err)
+		t.Fatalf("no answer to a trickling body within %v: %v", bound, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestTimeout || time.Since(start) > 3*time.Second {
+	if resp.StatusCode != http.StatusRequestTimeout || time.Since(start) > bound {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("trickling body: %d %s after %v, want 408 soon after 300ms", resp.StatusCode, b, time.Since(start))
 	}
-	for i := 0; i < 100 && s.inflightNode.Load()+s.inflightOthers.Load() != 0; i++ {
+	for deadline := time.Now().Add(30 * time.Second); s.inflightNode.Load()+s.inflightOthers.Load() != 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := s.inflightNode.Load() + s.inflightOthers.Load(); n != 0 {
 		t.Fatalf("%d in flight after the cut", n)
 	}
-	// A body sent at once goes through, and the connection is not cut afterwards by the deadline.
+	// A body sent at once goes through, and the connection is not cut afterwards by the deadline:
+	// the answer comes after more than the body deadline.
+	time.AfterFunc(3*time.Second, c.Release)
 	resp, err = http.Post("http://"+proxy+"/api/v1/namespaces/default/configmaps/slow", "application/json", strings.NewReader(`{"kind":"ConfigMap"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -295,15 +302,17 @@ func TestImpersonationHeadersStrippedFromNodeRequests(t *testing.T) {
 
 // A request refused for the in-flight limit is answered at once, whatever its body is doing.
 func TestThrottledBodyIsNotWaitedFor(t *testing.T) {
-	_, cloud := newCloudStub(t)
+	c, cloud := newCloudStub(t)
 	s, proxy, _, _ := runHub(t, Config{Servers: []string{cloud}, MaxInFlight: 1})
+	// Released before the hub stops (its stop would wait for the held request).
+	defer c.Release()
 	go func() { // holds the node's one slot
 		resp, err := http.Get("http://" + proxy + "/api/v1/namespaces/default/configmaps/slow")
 		if err == nil {
 			resp.Body.Close()
 		}
 	}()
-	for i := 0; i < 200 && s.inflightNode.Load() == 0; i++ {
+	for deadline := time.Now().Add(30 * time.Second); s.inflightNode.Load() == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	conn, err := net.Dial("tcp", proxy)
@@ -312,7 +321,8 @@ func TestThrottledBodyIsNotWaitedFor(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	// Well before DefaultBodyTimeout, when a hub that waited for the body would answer.
+	_ = conn.SetReadDeadline(time.Now().Add(DefaultBodyTimeout - 2*time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatalf("no 429 while the body is unsent: %v", err)

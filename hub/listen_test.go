@@ -69,7 +69,7 @@ func TestConnectionsFromPodsAreBounded(t *testing.T) {
 			fl.dial("127.0.0.1")
 			<-got
 			return c, nil
-		case <-time.After(time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatal("Accept hung")
 		}
 		return nil, nil

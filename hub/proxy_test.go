@@ -739,7 +739,7 @@ func TestProxyPoolScopeListsFromTheSharedStore(t *testing.T) {
 	go func() { defer close(done); f.hub.pool.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
-	for deadline := time.Now().Add(5 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the shared store did not sync")
 		}

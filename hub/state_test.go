@@ -10,27 +10,33 @@ import (
 
 func TestCloudStateStartsUnknown(t *testing.T) {
 	s := newCloudState()
-	s.begin(time.Now())
+	begun := time.Now()
+	s.begin(begun)
 	if s.get() != remote.Unknown || s.Online() {
 		t.Fatalf("start: %v", s.get())
 	}
 	period := s.onlinePeriod()
-	// A read made before the first verdict waits for it a moment, not for the probe's timeout.
-	start := time.Now()
+	// A read made before the first verdict waits for it until the cold-start wait ends, not until
+	// a verdict comes (never, here). The upper bound is only there to fail rather than hang.
 	if st := s.settle(context.Background()); st != remote.Unknown {
 		t.Fatalf("settle: %v", st)
 	}
-	if d := time.Since(start); d < coldWait/2 || d > coldWait+time.Second {
-		t.Fatalf("settle waited %v, want about %v", d, coldWait)
+	if d := time.Since(begun); d < coldWait || d > coldWait+10*time.Second {
+		t.Fatalf("settle waited %v after the start, want about %v", d, coldWait)
 	}
-	// Once the cold-start wait is over, it does not wait at all.
-	start = time.Now()
-	s.settle(context.Background())
-	if d := time.Since(start); d >= coldWait {
-		t.Fatalf("settle after the cold-start wait took %v", d)
+	// Once the cold-start wait is over, it does not wait at all: a settle that waited again would
+	// take coldWait every time; a loaded machine may stall one attempt that long, not three.
+	var fastest time.Duration = time.Hour
+	for range 3 {
+		start := time.Now()
+		s.settle(context.Background())
+		fastest = min(fastest, time.Since(start))
 	}
-	// A verdict during the wait ends it at once.
-	s.begin(time.Now())
+	if fastest >= coldWait {
+		t.Fatalf("settle after the cold-start wait took %v", fastest)
+	}
+	// A verdict during the wait ends it at once (the wait ends in an hour: nothing else ends it).
+	s.begin(time.Now().Add(time.Hour))
 	go func() {
 		time.Sleep(10 * time.Millisecond)
 		s.set(remote.Healthy)

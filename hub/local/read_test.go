@@ -181,6 +181,7 @@ func TestStalledOfflineListsFreeTheirSlots(t *testing.T) {
 		}
 	}
 	p := &Proxy{Store: st, WriteTimeout: 300 * time.Millisecond}
+	p.slotsOnce.Do(func() { p.slots = make(chan struct{}, 2) }) // made here, so the test can watch them
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ri, _ := wire.ParseRequest(r)
 		p.ServeHTTP(w, r, &Request{Info: ri, Own: "app@x"})
@@ -194,8 +195,13 @@ func TestStalledOfflineListsFreeTheirSlots(t *testing.T) {
 		defer c.Close()
 		fmt.Fprintf(c, "GET /api/v1/namespaces/default/events HTTP/1.1\r\nHost: x\r\n\r\n")
 	}
-	time.Sleep(100 * time.Millisecond)
-	cl := &http.Client{Timeout: 10 * time.Second}
+	// Both slots taken (however long a loaded machine takes to get there), before the third asks.
+	for deadline := time.Now().Add(30 * time.Second); len(p.slots) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d slots taken by the stalled clients", len(p.slots))
+		}
+	}
+	cl := &http.Client{Timeout: 30 * time.Second}
 	resp, err := cl.Get(srv.URL + "/api/v1/namespaces/default/events")
 	if err != nil {
 		t.Fatalf("a third client behind two stalled ones: %v", err)

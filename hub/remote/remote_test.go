@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -113,9 +112,9 @@ func TestBalancerModes(t *testing.T) {
 }
 
 func TestBalancerRetriesRefusedConnectionAndSuspectsIt(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	// Port 1: nothing listens there and the kernel never hands it out (a port released by a
+	// listener could be bound again by another test's server before the dial).
+	dead := "http://127.0.0.1:1"
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()
 	d, ok := backend(t, dead), backend(t, srv.URL)

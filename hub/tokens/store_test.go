@@ -141,10 +141,12 @@ func TestRunSavesInOneBatch(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		s.Put(key("node", fmt.Sprint(i)), Entry{Token: "t", ValidUntil: now.Add(time.Hour)})
 	}
-	if des, _ := os.ReadDir(dir); len(des) != 0 {
+	// Nothing is written before the batch delay, which a loaded machine may have outlasted by the
+	// time the directory is read: then the check says nothing.
+	if des, _ := os.ReadDir(dir); len(des) != 0 && time.Since(now) < 50*time.Millisecond {
 		t.Fatal("written before the batch delay")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		des, _ := os.ReadDir(dir)
 		if len(des) == 5 {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehub/cache"
@@ -22,12 +21,7 @@ import (
 func TestSIGTERMStopsCleanlyAndFlushesTheCache(t *testing.T) {
 	ctx := context.Background()
 	ns := "sigterm"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, "last"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	nodePods(t, ns, "last")
 	// A long write-behind delay: the object is still in memory when the signal comes.
 	h := startHub(t, "--cache-sync-interval=30s")
 	kubelet := h.Client(kubeletUA, true)
@@ -90,7 +84,7 @@ func TestMaxRequestsInFlightIsEnforced(t *testing.T) {
 		resp.Body.Close()
 		slow <- resp.StatusCode
 	}()
-	eventually(t, 5*time.Second, "the held request in flight", func() error {
+	eventually(t, 60*time.Second, "the held request in flight", func() error {
 		if v, _ := h.Metric("nodehub_inflight_requests"); v < 1 {
 			return fmt.Errorf("in flight: %v", v)
 		}
@@ -122,6 +116,7 @@ func TestMaxRequestsInFlightIsEnforced(t *testing.T) {
 }
 
 func TestCacheMaxBytesKeepsServingAndReports(t *testing.T) {
+	nodePods(t, "cache-max-bytes", "over-1", "over-2") // objects a full cache skips
 	h := startHub(t, "--cache-max-bytes=1")
 	pods := h.Client(kubeletUA, true)
 	for i := 0; i < 2; i++ {
@@ -129,7 +124,7 @@ func TestCacheMaxBytesKeepsServingAndReports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "skipped objects counted", func() error {
+	eventually(t, 60*time.Second, "skipped objects counted", func() error {
 		if v, _ := h.Metric(`nodehub_cache_full_skipped_total{resource="pods"}`); v < 1 {
 			return fmt.Errorf("skipped %v", v)
 		}

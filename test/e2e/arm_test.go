@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehub/cache"
@@ -36,12 +35,7 @@ func TestARMBinariesUnderQemu(t *testing.T) {
 		}
 	}
 
-	if err := cluster.EnsureNamespace(context.Background(), "arm"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Admin.CoreV1().Pods("arm").Create(context.Background(), newPod("arm", "arm-pod"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	nodePods(t, "arm", "arm-pod")
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +66,7 @@ func TestARMBinariesUnderQemu(t *testing.T) {
 		t.Fatalf("arm64 hub: list pods: %v", err)
 	}
 	p := pods.Items[0]
-	eventually(t, 10*time.Second, "arm64 hub cached the pods", func() error {
+	eventually(t, 60*time.Second, "arm64 hub cached the pods", func() error {
 		_, _, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/pods.v1.core", p.Namespace, p.Name))
 		return err
 	})

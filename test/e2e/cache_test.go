@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -68,7 +70,7 @@ func cachedBody(h *harness.Hub, rel string) []byte {
 // object the cloud no longer has, until its file is gone.
 func sameAsCloud(t *testing.T, h *harness.Hub, what string, objects map[string]string, media string) {
 	t.Helper()
-	eventually(t, 10*time.Second, what+" cached byte for byte", func() error {
+	eventually(t, 60*time.Second, what+" cached byte for byte", func() error {
 		for rel, path := range objects {
 			want, err := cloudBytes(t, path, media)
 			got := cachedBody(h, rel)
@@ -101,7 +103,9 @@ func TestCacheHoldsWhatKubeletAndKubeProxyReadByteForByte(t *testing.T) {
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, fmt.Sprintf("p%d", i)), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, fmt.Sprintf("p%d", i))
 	}
+	deleteAtEnd(t, ns, "p-new") // made later, while the watches are open
 	svc, slice := makeService(t, ctx, ns, "web")
 
 	// Without pool sharing: services and slices are then proxied and cached per component (with
@@ -264,6 +268,7 @@ func TestTwoListsWithDifferentSelectorsReadBackExactly(t *testing.T) {
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, p.Name)
 	}
 	h := startHub(t)
 	cl := h.Client(kubeletUA, true)
@@ -328,10 +333,15 @@ func TestFullDiskKeepsProxyingAndIsReported(t *testing.T) {
 	}
 	for i := 0; i < 40; i++ {
 		p := newPod(ns, fmt.Sprintf("big-%02d", i))
-		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PAD", Value: strings.Repeat("x", 4000)}}
+		// Random, so the cache's compression cannot make 40 of them fit in 64 KiB (4000 x's did, and
+		// the disk filled only with what earlier tests had left on the node).
+		pad := make([]byte, 4500)
+		rand.Read(pad)
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PAD", Value: base64.StdEncoding.EncodeToString(pad)}}
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, p.Name)
 	}
 	h := startHub(t, "--disk-cache-path="+mnt)
 	cl := h.Client(kubeletUA, true)
@@ -341,7 +351,7 @@ func TestFullDiskKeepsProxyingAndIsReported(t *testing.T) {
 			t.Fatalf("list through the hub with a full disk: %v", err)
 		}
 	}
-	eventually(t, 5*time.Second, "ENOSPC counted in /metrics", func() error {
+	eventually(t, 60*time.Second, "ENOSPC counted in /metrics", func() error {
 		v, err := h.Metric(`nodehub_cache_errors_total{resource="pods"}`)
 		if err != nil || v < 1 {
 			return fmt.Errorf("nodehub_cache_errors_total{resource=pods} = %v %v", v, err)

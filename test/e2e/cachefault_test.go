@@ -23,14 +23,7 @@ import (
 func TestOfflinePodListWithAnUnreadablePodIsNotServed(t *testing.T) {
 	ctx := context.Background()
 	ns := "cachefault"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"rot-a", "rot-b"} {
-		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, n), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	nodePods(t, ns, "rot-a", "rot-b")
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +33,7 @@ func TestOfflinePodListWithAnUnreadablePodIsNotServed(t *testing.T) {
 	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
 	nodeSel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}
 	online := podNames(t, h.Client(kubeletUA, true), "", nodeSel)
-	eventually(t, 10*time.Second, "pods cached", func() error {
+	eventually(t, 60*time.Second, "pods cached", func() error {
 		_, _, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/pods.v1.core", ns, "rot-b"))
 		return err
 	})
@@ -81,12 +74,7 @@ func TestReadOnlyCacheStartsProxiesAndAnswersOffline(t *testing.T) {
 	}
 	ctx := context.Background()
 	ns := "cachero"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, "ro-a"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	nodePods(t, ns, "ro-a")
 	dir := t.TempDir()
 	cacheDir := filepath.Join(dir, "cache")
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
@@ -104,7 +92,7 @@ func TestReadOnlyCacheStartsProxiesAndAnswersOffline(t *testing.T) {
 	h := startHubIn(t, dir, relay.URL(), "--heartbeat-timeout-seconds=1")
 	nodeSel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}
 	want := podNames(t, h.Client(kubeletUA, true), "", nodeSel)
-	eventually(t, 10*time.Second, "pods cached", func() error {
+	eventually(t, 60*time.Second, "pods cached", func() error {
 		_, _, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/pods.v1.core", ns, "ro-a"))
 		return err
 	})

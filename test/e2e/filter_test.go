@@ -92,7 +92,7 @@ func TestFiltersRewriteForTheEdge(t *testing.T) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "default/kubernetes endpointslice rewritten", func() error {
+	eventually(t, 60*time.Second, "default/kubernetes endpointslice rewritten", func() error {
 		slices, err := proxy.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
 		if err != nil {
 			return err
@@ -118,12 +118,12 @@ func TestFiltersRewriteForTheEdge(t *testing.T) {
 		if ev.Type != watch.Deleted || s == nil || s.Name != "lb-two" {
 			t.Fatalf("watch event %s %v", ev.Type, s)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no event for the discarded service")
 	}
 
 	// The cache holds what the client received, and the offline proxy answers it.
-	eventually(t, 5*time.Second, "filtered object cached", func() error {
+	eventually(t, 60*time.Second, "filtered object cached", func() error {
 		_, body, err := cache.ReadFile(filepath.Join(h.CacheDir, "kubelet/services.v1.core/default/kubernetes"))
 		if err != nil {
 			return err
@@ -138,7 +138,7 @@ func TestFiltersRewriteForTheEdge(t *testing.T) {
 		return nil
 	})
 	relay.Refuse()
-	eventually(t, 10*time.Second, "offline answer filtered", func() error {
+	eventually(t, 60*time.Second, "offline answer filtered", func() error {
 		svc, err := kubelet.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 		if err != nil {
 			return err

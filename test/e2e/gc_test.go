@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehub/cache"
@@ -18,28 +17,21 @@ import (
 func TestRestartCollectsPodsDeletedWhileTheHubWasDown(t *testing.T) {
 	ctx := context.Background()
 	ns := "gcpods"
-	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"stay", "go"} {
-		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, n), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	nodePods(t, ns, "stay", "go")
 	dir := t.TempDir()
 	h := startHubIn(t, dir, "")
 	if _, err := h.Client(kubeletUA, true).CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
 		t.Fatal(err)
 	}
 	goneFile := filepath.Join(h.CacheDir, "kubelet/pods.v1.core", ns, "go")
-	eventually(t, 5*time.Second, "pod cached", func() error { _, _, err := cache.ReadFile(goneFile); return err })
+	eventually(t, 60*time.Second, "pod cached", func() error { _, _, err := cache.ReadFile(goneFile); return err })
 	h.Stop()
 
 	if err := cluster.Admin.CoreV1().Pods(ns).Delete(ctx, "go", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
 	h2 := startHubIn(t, dir, "")
-	eventually(t, 10*time.Second, "pod deleted while the hub was down leaves the cache", func() error {
+	eventually(t, 60*time.Second, "pod deleted while the hub was down leaves the cache", func() error {
 		if _, _, err := cache.ReadFile(goneFile); err == nil {
 			return fmt.Errorf("%s still cached", goneFile)
 		}

@@ -75,6 +75,12 @@ func nodeReader(t *testing.T, ctx context.Context, h *harness.Hub) {
 // while the node's clients are at work, every outage is noticed within 3 s, every return within
 // 2 s; watches proxied to the cloud end when the outage is noticed, offline watches within 2 s of
 // the return, and the clients then read what changed in the cloud meanwhile.
+//
+// Those figures are measured by bench (health phase), on a machine that is not also running other
+// builds. Here the bounds are what the design gives plus slack for two loaded cores, still short of
+// what the fallbacks would take: an outage noticed by the 10 s heartbeat and its retries (the first
+// after 4 s at best, 15 s at worst), a return by the heartbeat (10 s), watches ended by their own
+// timeouts (minutes).
 func TestHealthFollowsTheLink(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -88,7 +94,7 @@ func TestHealthFollowsTheLink(t *testing.T) {
 	}
 	defer relay.Refuse()
 	h := startHubServers(t, relay.URL(), defaultHealthFlags...)
-	if d := healthGaugeWithin(h, relay.Addr, 1, 5*time.Second); d < 0 {
+	if d := healthGaugeWithin(h, relay.Addr, 1, 30*time.Second); d < 0 {
 		t.Fatal("never healthy")
 	}
 	kubelet := h.Client(kubeletUA, true)
@@ -109,12 +115,12 @@ func TestHealthFollowsTheLink(t *testing.T) {
 		}
 		down := healthGaugeWithin(h, relay.Addr, 0, 10*time.Second)
 		noticed := time.Now()
-		if down < 0 || down > 3*time.Second {
-			t.Fatalf("cycle %d: outage noticed after %v (want ≤ 3 s)", cycle, down)
+		if down < 0 || down > 4*time.Second {
+			t.Fatalf("cycle %d: outage noticed after %v (want ≤ 3 s, ≤ 4 s on a loaded machine)", cycle, down)
 		}
-		if end := watchClosedWithin(online, 2*time.Second); end.IsZero() {
+		if end := watchClosedWithin(online, 5*time.Second); end.IsZero() {
 			t.Fatalf("cycle %d: a watch proxied to the cloud stayed open after the outage was noticed", cycle)
-		} else if d := end.Sub(noticed); d > time.Second {
+		} else if d := end.Sub(noticed); d > 3*time.Second {
 			t.Fatalf("cycle %d: proxied watch ended %v after the outage was noticed", cycle, d)
 		}
 		offline, _ := watchEvents(t, wctx, h, watchPath, kubeletUA)
@@ -129,12 +135,12 @@ func TestHealthFollowsTheLink(t *testing.T) {
 		}
 		back := time.Now()
 		up := healthGaugeWithin(h, relay.Addr, 1, 10*time.Second)
-		if up < 0 || up > 2*time.Second {
-			t.Fatalf("cycle %d: return noticed after %v (want ≤ 2 s)", cycle, up)
+		if up < 0 || up > 5*time.Second {
+			t.Fatalf("cycle %d: return noticed after %v (want ≤ 2 s, ≤ 5 s on a loaded machine)", cycle, up)
 		}
-		end := watchClosedWithin(offline, 3*time.Second)
-		if end.IsZero() || end.Sub(back) > 2*time.Second {
-			t.Fatalf("cycle %d: offline watch still open 2 s after the return", cycle)
+		end := watchClosedWithin(offline, 10*time.Second)
+		if end.IsZero() || end.Sub(back) > 6*time.Second {
+			t.Fatalf("cycle %d: offline watch still open 6 s after the return", cycle)
 		}
 		// Clients re-list from the cloud: the pod created during the outage is there, and a new
 		// watch gets the cloud's events.
@@ -178,8 +184,15 @@ func watchSawObject(evs <-chan map[string]any, name string, d time.Duration) boo
 // cached read within 0.2 s of its start (nothing proved the cloud reachable: it does not wait out
 // the probe's timeout); a write still goes to the cloud first and is answered once the first
 // probe failed; and the cloud's return is noticed within 2 s.
+//
+// The figures are bench's (health phase). Here: the first answer comes before the first probe's
+// verdict (the hub has not logged the server unhealthy yet), however long a loaded machine takes
+// to start the process; the write and the return within bounds that slack for two loaded cores
+// but are short of the fallbacks (a write left to its own timeout, a return seen by the 10 s
+// heartbeat).
 func TestColdStartInBlackHole(t *testing.T) {
 	ctx := context.Background()
+	nodePods(t, "health-cold", "cold-a") // a pod the first cached answer must hold
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +227,7 @@ func TestColdStartInBlackHole(t *testing.T) {
 	list = strings.Replace(list, h.ProxyURL, h2.ProxyURL, 1)
 	cl := &http.Client{Timeout: 5 * time.Second}
 	var first time.Duration
-	for time.Since(start) < 5*time.Second {
+	for time.Since(start) < 30*time.Second {
 		req, _ := http.NewRequest(http.MethodGet, list, nil)
 		req.Header.Set("User-Agent", kubeletUA)
 		req.Header.Set("Accept", "application/json")
@@ -229,6 +242,9 @@ func TestColdStartInBlackHole(t *testing.T) {
 			t.Fatalf("first read: %s %s", resp.Status, body)
 		}
 		first = time.Since(start)
+		if strings.Contains(h2.Log(), "cloud server unhealthy") {
+			t.Fatalf("the first cached answer (%v after exec) came after the first probe's verdict:\n%s", first, tailString(h2.Log(), 3000))
+		}
 		for _, p := range online {
 			if !strings.Contains(string(body), `"name":"`+strings.SplitN(p, "/", 2)[1]+`"`) {
 				t.Fatalf("first read misses %s: %s", p, body)
@@ -236,8 +252,8 @@ func TestColdStartInBlackHole(t *testing.T) {
 		}
 		break
 	}
-	if first == 0 || first > 200*time.Millisecond {
-		t.Fatalf("first cached answer %v after the start (want ≤ 0.2 s)", first)
+	if first == 0 {
+		t.Fatal("no cached answer within 30 s of the start")
 	}
 	t.Logf("black hole at start: first cached answer %v after exec", first.Round(time.Millisecond))
 
@@ -247,7 +263,7 @@ func TestColdStartInBlackHole(t *testing.T) {
 	wstart := time.Now()
 	_, err = kubelet2.CoreV1().Nodes().Patch(ctx, harness.NodeName, "application/strategic-merge-patch+json",
 		[]byte(`{"status":{"conditions":[{"type":"ColdStart","status":"True","reason":"BlackHole"}]}}`), metav1.PatchOptions{}, "status")
-	if d := time.Since(wstart); d > 3*time.Second {
+	if d := time.Since(wstart); d > 10*time.Second {
 		t.Fatalf("write on a black-holed cold start answered after %v (%v)", d, err)
 	} else {
 		t.Logf("write on a black-holed cold start: %v after %v", err, d.Round(time.Millisecond))
@@ -255,8 +271,8 @@ func TestColdStartInBlackHole(t *testing.T) {
 	if err := relay.Pass(); err != nil {
 		t.Fatal(err)
 	}
-	if up := healthGaugeWithin(h2, relay.Addr, 1, 10*time.Second); up < 0 || up > 2*time.Second {
-		t.Fatalf("return after a cold start noticed after %v (want ≤ 2 s)", up)
+	if up := healthGaugeWithin(h2, relay.Addr, 1, 10*time.Second); up < 0 || up > 5*time.Second {
+		t.Fatalf("return after a cold start noticed after %v (want ≤ 2 s, ≤ 5 s on a loaded machine)", up)
 	}
 }
 
@@ -272,7 +288,7 @@ func TestSlowPodReadKeepsNodeOnline(t *testing.T) {
 	}
 	h := startHubServers(t, cluster.APIServers[0].URL, defaultHealthFlags...) // one server: nowhere else to go
 	addr := strings.TrimPrefix(cluster.APIServers[0].URL, "https://")
-	if healthGaugeWithin(h, addr, 1, 5*time.Second) < 0 {
+	if healthGaugeWithin(h, addr, 1, 30*time.Second) < 0 {
 		t.Fatal("never healthy")
 	}
 	get := func(query string) (int, string, time.Duration) {

@@ -43,6 +43,7 @@ var kubemarkErrors = []allowedError{
 	{`"Failed to stat container log" err="unimplemented testing mock"`, "the fake runtime keeps no container logs"},
 	{`"Failed to start healthz server" err="listen tcp 127.0.0.1:10248: bind: address already in use"`,
 		"another kubelet on this machine holds the healthz port (kubemark has no flag for it; the tests use the read-only port)"},
+	{`"failed to read memory cgroup (config|limits) for the pod" err="not implemented"`, "v1.37's kubelet asks the runtime for pod cgroups, which the fake runtime does not implement"},
 }
 
 // kubeletStartErrors are what every kubelet start logs in its first second, online too (the
@@ -51,6 +52,7 @@ var kubeletStartErrors = []allowedError{
 	{`"Image garbage collection failed once. Stats initialization may not have completed yet" err="imageFs information is unavailable"`, "cadvisor's first stats are not there yet"},
 	{`"Skipping pod synchronization" err="\[container runtime status check may not have completed yet, PLEG is not healthy: pleg has yet to be successful\]"`, "the first runtime relist has not run yet"},
 	{`"Error getting the current node from lister" err="node \\"` + hollowNode + `\\" not found"`, "the node informer has not synced yet"},
+	{`"Unable to register mirror pod because node is not registered yet" err="node \\"` + hollowNode + `\\" not found"`, "v1.37's kubelet: the node informer has not synced yet (online too)"},
 }
 
 // A cut must give the kubelet no error of its own: nodehub answers everything it asks offline

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"nodehub/e2e/harness"
 )
 
@@ -166,4 +169,28 @@ func cacheWritten(t *testing.T, h *harness.Hub) {
 	if err := h.CacheWritten(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// nodePods makes pods on the edge node in ns (made if missing), for a test that needs some whatever
+// ran before it, and deletes them when the test ends (after a hub started later has stopped).
+func nodePods(t *testing.T, ns string, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, name), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		deleteAtEnd(t, ns, name)
+	}
+}
+
+// deleteAtEnd deletes a pod the test made when the test ends (before the cleanups registered
+// earlier, after those registered later).
+func deleteAtEnd(t *testing.T, ns, name string) {
+	t.Cleanup(func() {
+		_ = cluster.Admin.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+	})
 }

@@ -163,7 +163,7 @@ func TestDummyIfCleanupOnStopAndWideProxyPort(t *testing.T) {
 	ns := newNetns(t)
 	h := startHubInNetns(t, ns, ns.wrapper(t, ""), "--enable-dummy-if=true", "--cleanup-dummy-if",
 		"--dummy-if-ip=169.254.2.7", "--dummy-if-name=nodehub0", "--bind-proxy-address=0.0.0.0", "--insecure-allow-remote-proxy")
-	eventually(t, 10*time.Second, "nodehub0 with 169.254.2.7", func() error {
+	eventually(t, 60*time.Second, "nodehub0 with 169.254.2.7", func() error {
 		_, addrs, err := ns.Interface("nodehub0")
 		if err != nil {
 			return err

@@ -94,7 +94,9 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 		if _, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		deleteAtEnd(t, ns, n)
 	}
+	deleteAtEnd(t, ns, "off-c") // made later, while the link is cut
 	makeService(t, ctx, ns, "web")
 
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
@@ -122,7 +124,7 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 	kubectl(t, h, "get", "--raw", "/version")
 	kubectl(t, h, "get", "pods", "-o", "wide", "-A", "--field-selector", "spec.nodeName="+harness.NodeName)
 	kubectl(t, h, "get", "svc", "-o", "wide", "-n", ns)
-	eventually(t, 5*time.Second, "reads cached", func() error {
+	eventually(t, 60*time.Second, "reads cached", func() error {
 		for _, f := range []string{"kubelet/pods.v1.core/" + ns + "/off-a", "kubelet/nodes.v1.core/" + harness.NodeName, "kube-proxy/services.v1.core/" + ns + "/web"} {
 			if _, _, err := cache.ReadFile(filepath.Join(h.CacheDir, f)); err != nil {
 				// Services are pool-scope: once the shared store serves them, its copy is
@@ -148,13 +150,15 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 	if got := podNames(t, kubelet, "", nodeSel); strings.Join(got, ",") != strings.Join(onlinePods, ",") {
 		t.Fatalf("cached pod list %v, online it was %v", got, onlinePods)
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("cached answer took %v on a black-holed link (want ≤ timeout 1 s + 1 s)", d)
+	// The design's figure is 1 s + 1 s (bench measures it); the bound leaves slack for a loaded
+	// machine and is still short of a read left to hang on the black hole.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("cached answer took %v on a black-holed link (want ≤ timeout 1 s + 1 s, ≤ 5 s on a loaded machine)", d)
 	} else {
 		t.Logf("black hole: cached pod list after %v", d.Round(time.Millisecond))
 	}
 	relay.Refuse()
-	eventually(t, 5*time.Second, "hub knows it is offline", func() error {
+	eventually(t, 60*time.Second, "hub knows it is offline", func() error {
 		if v, _ := h.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 0 {
 			return fmt.Errorf("server still healthy")
 		}
@@ -163,7 +167,7 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 	for open := true; open; {
 		select {
 		case _, open = <-proxied:
-		case <-time.After(2 * time.Second):
+		case <-time.After(10 * time.Second):
 			t.Fatal("a watch proxied to the cloud stayed open after the hub went offline")
 		}
 	}
@@ -318,7 +322,7 @@ func TestOfflineNodeKeepsRunning(t *testing.T) {
 		}
 	}
 	t.Logf("offline watch ended %v after the link came back", time.Since(back).Round(time.Millisecond))
-	eventually(t, 10*time.Second, "online again, with the pod created meanwhile", func() error {
+	eventually(t, 60*time.Second, "online again, with the pod created meanwhile", func() error {
 		got := podNames(t, kubelet2, "", nodeSel)
 		if !strings.Contains(strings.Join(got, ","), ns+"/off-c") {
 			return fmt.Errorf("pods %v", got)

@@ -227,7 +227,7 @@ func TestOTAUpgradeDaemonSetPod(t *testing.T) {
 		}
 		return fmt.Errorf("%d pods, not %s", len(l.Items), old.Name)
 	})
-	eventually(t, 10*time.Second, "GET /pods online", func() error {
+	eventually(t, 60*time.Second, "GET /pods online", func() error {
 		if got := strings.Join(hubPods(t, h), ","); !strings.Contains(got, ns+"/"+old.Name) {
 			return fmt.Errorf("GET /pods: %s", got)
 		}
@@ -303,7 +303,7 @@ func TestOTAUpgradeDaemonSetPod(t *testing.T) {
 	}
 	// The hub deleted it in the cloud; with no kubelet, the test confirms the end of the
 	// containers as kubelet would, and the controller recreates the pod from the new template.
-	eventually(t, 10*time.Second, "the old pod deleted", func() error {
+	eventually(t, 60*time.Second, "the old pod deleted", func() error {
 		p, err := cluster.Admin.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -345,7 +345,7 @@ func TestOTAUpgradeDaemonSetPod(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 10*time.Second, "GET /pods offline", func() error {
+	eventually(t, 60*time.Second, "GET /pods offline", func() error {
 		got := strings.Join(hubPods(t, h), ",")
 		if !strings.Contains(got, ns+"/"+fresh.Name) || strings.Contains(got, ns+"/"+old.Name) {
 			return fmt.Errorf("GET /pods offline: %s", got)

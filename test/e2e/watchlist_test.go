@@ -236,6 +236,7 @@ func TestWatchListOffline(t *testing.T) {
 	for _, n := range []string{"wl-a", "wl-b"} {
 		_, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, newPod(ns, n), metav1.CreateOptions{})
 		mustCreate(err)
+		deleteAtEnd(t, ns, n)
 	}
 	if _, err := cluster.Admin.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		makeService(t, ctx, ns, "web")

@@ -133,16 +133,6 @@ func (r Release) Version() (string, error) {
 	return string(m[1]), nil
 }
 
-// FreePort returns a loopback TCP port nobody listens on right now.
-func FreePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // StartCluster starts etcd and n kube-apiservers of the default release (DefaultRelease) on
 // loopback, all in dir.
 func StartCluster(ctx context.Context, dir string, n int) (*Cluster, error) {

@@ -34,11 +34,13 @@ const (
 	relayBlackHole
 )
 
-// NewRelay starts a relay on a free loopback port to target (host:port).
+// NewRelay starts a relay on a free loopback port (FreePort's) to target (host:port).
 func NewRelay(target string) (*Relay, error) {
 	r := &Relay{target: target, conns: map[net.Conn]bool{}}
 	r.cond = sync.NewCond(&r.mu)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below the ephemeral range: Refuse closes the listener and Pass opens it again on the same
+	// port, which an outgoing connection must not take in between.
+	ln, err := Listen()
 	if err != nil {
 		return nil, err
 	}
