@@ -131,7 +131,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.IntVar(&o.proxySecurePort, "proxy-secure-port", 10268, "the hub's HTTPS port for pods")
 	fs.IntVar(&o.maxInFlight, "max-requests-in-flight", 250, "proxied requests served at once (watches and exec not counted); beyond it 429; 0: no limit")
 	fs.StringVar(&o.cacheMaxBytes, "cache-max-bytes", "", "stop caching new objects once the cache takes this much (e.g. 200Mi); empty: no limit")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the Go runtime's soft memory limit (e.g. 64Mi); empty: none")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the Go runtime's soft memory limit (e.g. 64Mi); empty: 14Mi during start-up (until the shared stores hold their first lists), then none")
 	fs.IntVar(&o.maxProcs, "max-procs", 1, "cores the hub runs on (GOMAXPROCS)")
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve /debug/pprof/ on the hub's port")

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -32,6 +33,11 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// startMemoryLimit is the Go runtime's soft memory limit during start-up when --memory-limit is
+// not set: the runtime's own memory (heap, stacks, metadata; not the binary's pages). The node
+// profile's hub holds ~9 MiB of it once its stores hold their 2,000 objects.
+const startMemoryLimit = 14 << 20
+
 func run(args []string) int {
 	o, err := parseFlags(args, os.Stdout)
 	if errors.Is(err, errHelp) {
@@ -52,8 +58,16 @@ func run(args []string) int {
 		// No heap profile will be read: skip the sampling and its bucket table (1.4 MiB reserved).
 		runtime.MemProfileRate = 0
 	}
+	startLimit := false
 	if n := o.memoryLimitBytes(); n > 0 {
 		debug.SetMemoryLimit(n)
+	} else {
+		// Without --memory-limit, the start-up burst (the shared stores' first lists, cached)
+		// runs under a soft limit: the GC collects at the limit rather than doubling the heap,
+		// which is what made the start-up peak (measured 27 MiB RSS on the node profile, where
+		// the steady state is ~17). Lifted once the stores hold their lists (hub.Config.Started).
+		debug.SetMemoryLimit(startMemoryLimit)
+		startLimit = true
 	}
 	level := slog.LevelInfo
 	if o.verbosity >= 4 {
@@ -79,7 +93,12 @@ func run(args []string) int {
 		servingCert, part = hub.ServingCertificate(o.servers(), o.nodeName, o.pkiDir(), ips, creds, log)
 		parts = append(parts, part)
 	}
+	var started func()
+	if startLimit {
+		started = func() { debug.SetMemoryLimit(math.MaxInt64) }
+	}
 	cfg := hub.Config{
+		Started:            started,
 		NodeName:           o.nodeName,
 		NodePoolName:       o.nodePoolName,
 		Servers:            o.servers(),

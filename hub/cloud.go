@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"nodehub/cache"
 	"nodehub/hub/local"
@@ -19,31 +20,64 @@ import (
 // and query ("/api/v1/pods?..."); a healthy server chosen by the balancer answers, with the node's
 // identity, a watch on a streaming connection. The node lease's heartbeat is the exception: it
 // goes to each server through that server's own Backend.
-type cloudClient struct{ balancer *remote.Balancer }
+type cloudClient struct {
+	balancer *remote.Balancer
+	metrics  *hubMetrics
+}
 
 // RoundTrip implements http.RoundTripper.
 func (c cloudClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	stream := req.URL.Query().Get("watch") != ""
-	return c.balancer.Send(remote.Route{Identity: remote.Node, Stream: stream}, req)
+	purpose := "own"
+	if req.Header.Get("User-Agent") == "nodehub/pool" {
+		purpose = "pool"
+	}
+	return countPurpose(c.metrics, purpose, req)(c.balancer.Send(remote.Route{Identity: remote.Node, Stream: stream}, req))
+}
+
+// countPurpose counts a request's body and its answer's as purpose (nodehub_cloud_bytes_total).
+func countPurpose(m *hubMetrics, purpose string, req *http.Request) func(*http.Response, error) (*http.Response, error) {
+	return func(resp *http.Response, err error) (*http.Response, error) {
+		if m == nil {
+			return resp, err
+		}
+		if req.ContentLength > 0 {
+			m.purposeFunc(purpose, "sent")(int(req.ContentLength))
+		}
+		if err == nil {
+			resp.Body = &countingBody{ReadCloser: resp.Body, add: m.purposeFunc(purpose, "received")}
+		}
+		return resp, err
+	}
 }
 
 // serverAsNode is one server reached as the node, for the node lease's heartbeat: an
 // http.RoundTripper of path-only requests like cloudClient, but to that server only.
-type serverAsNode struct{ b *remote.Backend }
+type serverAsNode struct {
+	b       *remote.Backend
+	metrics *hubMetrics
+}
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. The heartbeat goes over the server's HTTP/2 connection
+// (the watches'): its headers are compressed against the previous heartbeat's (HPACK), ~0.3 KB
+// less each way than HTTP/1.1's, 8,640 times a day; and its verdict is that connection's.
 func (n serverAsNode) RoundTrip(req *http.Request) (*http.Response, error) {
-	return n.b.RoundTrip(remote.Route{Identity: remote.Node}, req)
+	return countPurpose(n.metrics, "heartbeat", req)(n.b.RoundTrip(remote.Route{Identity: remote.Node, Stream: true}, req))
 }
 
 // cloud returns the hub's cloud client.
-func (s *Server) cloud() cloudClient { return cloudClient{s.balancer} }
+func (s *Server) cloud() cloudClient { return cloudClient{s.balancer, s.metrics} }
+
+// storeWait is how long one of the hub's own reads of a pool-scope resource waits for the shared
+// store's first list before it reads the cloud itself.
+const storeWait = 30 * time.Second
 
 // errOffline ends a watch of the hub's own readers when the cloud is unreachable.
 var errOffline = errors.New("hub: the cloud is unreachable")
 
 // ownFetch returns how one of the hub's own readers (named component, as in its User-Agent
-// "nodehub/<component>") reads the cloud: as the node through the cloud client while the cloud is
+// "nodehub/<component>") reads the cloud: a list of a pool-scope resource from the shared store
+// once it holds one (fromStore); else as the node through the cloud client while the cloud is
 // reachable, each 200 answer teed into the cache as the hub's own (cache.SelfComponent); while
 // it is not, a get or list is answered from that cache and a watch waits for the cloud to come
 // back, then fails so the reader lists again. Until the first probe's verdict a read waits for it:
@@ -60,6 +94,20 @@ func (s *Server) ownFetch(component string) listwatch.Fetch {
 		ri, err := wire.ParseRequest(req)
 		if err != nil {
 			return nil, err
+		}
+		if st := s.pool.Pending(ri); st != nil && s.state.Online() {
+			// The shared store is reading the same resource right now: wait for it (a while)
+			// rather than read it from the cloud a second time (bytes, and memory at start).
+			t := time.NewTimer(storeWait)
+			select {
+			case <-st.FirstSynced():
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		if st := s.pool.Store(ri); st != nil && ri.Verb == wire.VerbList {
+			return fromStore(req, ri, st), nil
 		}
 		if s.state.verdict(ctx) != remote.Healthy && s.local != nil {
 			if ri.Verb == wire.VerbWatch {

@@ -39,6 +39,9 @@ type Config struct {
 
 	// HeartbeatInterval is the time between two heartbeats (node lease renewals) to each server
 	// (default 10s); HeartbeatTimeout bounds one heartbeat and one connect (default 2s).
+	// Started, if set, is called once when the start-up burst is over: the shared stores hold
+	// their first lists (or two minutes have passed). main lifts its start-up memory limit then.
+	Started           func()
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
 	// HeartbeatFailed failures make a server unhealthy (default 3); HeartbeatHealthy successes

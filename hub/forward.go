@@ -92,6 +92,10 @@ const suspectAfter = 500 * time.Millisecond
 // for a read, the cache answers instead.
 var errNotAPI = errors.New("nodehub: the cloud answered with a 5xx that is not an API Status")
 
+// errThrottled: the apiserver answered a read 429 Too Many Requests; the cache answers it instead
+// of sending the client back to retry against an apiserver that asked for less.
+var errThrottled = errors.New("nodehub: the cloud answered 429 Too Many Requests")
+
 // respond is step 6 on the cloud's answer (ReverseProxy.ModifyResponse), before any byte of it
 // reaches the client, in this order: a read's 5xx that is not the apiserver's own goes to
 // fallback; the bytes are counted; a token request's answer is kept (tokens.go); the filters
@@ -107,6 +111,9 @@ func (s *Server) respond(resp *http.Response) error {
 	if resp.StatusCode >= 500 && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && !isAPIStatus(resp) {
 		return errNotAPI
 	}
+	if resp.StatusCode == http.StatusTooManyRequests && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && s.local.CanAnswer(q.r, q.local) {
+		return errThrottled // the apiserver sheds load: the cache answers meanwhile
+	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
 	gunzipWatch(ri, resp)
 	if q.caller != "" {
@@ -114,6 +121,17 @@ func (s *Server) respond(resp *http.Response) error {
 	}
 	if q.chain != nil && resp.StatusCode == http.StatusOK {
 		s.filter(q.chain, ri, resp)
+	}
+	if req := resp.Request; req != nil && req.ContentLength > 0 {
+		s.metrics.purposeFunc("proxied", "sent")(int(req.ContentLength))
+	}
+	if q.id == remote.Node && q.chain == nil {
+		switch {
+		case s.isOwnNodeGet(ri):
+			s.node.fromGet(resp) // the cloud's own bytes, before the condition is set
+		case s.isOwnNodeWatch(ri):
+			s.node.track(resp)
+		}
 	}
 	if s.auto != nil && q.local != nil && q.local.Shared && s.isOwnNodeGet(ri) {
 		s.auto.Response(resp) // before the cache: it keeps what kubelet received

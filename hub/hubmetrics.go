@@ -23,6 +23,8 @@ type hubMetrics struct {
 	requests      *metrics.CounterVec
 	latency       *metrics.HistogramVec
 	cloudBytes    *metrics.CounterVec
+	purposeBytes  *metrics.CounterVec // cloud bytes by purpose and direction
+	nodeFromWatch *metrics.CounterVec
 	leaseRenewals *metrics.CounterVec
 	cacheDropped  *metrics.CounterVec
 	cacheErrors   *metrics.CounterVec
@@ -58,6 +60,8 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 		throttled:     reg.NewCounter("nodehub_throttled_requests_total", "Requests answered 429 because --max-requests-in-flight were being served, by budget (node: the node's own clients over loopback; others).", "budget"),
 		unauthorized:  reg.NewCounter("nodehub_unauthorized_requests_total", "Requests refused with 401 because they carried no token where the node's identity is never lent: the secure port, or the plain port from a non-loopback address.", "port"),
 	}
+	m.purposeBytes = reg.NewCounter("nodehub_cloud_bytes_total", "Body bytes exchanged with the cloud, by purpose (proxied: the clients' requests; heartbeat: the node lease's renewals; pool: the shared stores and the election; own: the hub's other reads and writes) and direction (received: cloud to edge; sent: edge to cloud).", "purpose", "direction")
+	m.nodeFromWatch = reg.NewCounter("nodehub_node_reads_from_watch_total", "kubelet's GETs of its node answered from the copy a live watch of the node keeps current, instead of the cloud.")
 	m.refusedConns = reg.NewCounter("nodehub_refused_connections_total", "Connections closed at once because one address (or all that are not loopback) held the most a port keeps open, by port.", "port")
 	m.dummyEnsures = reg.NewCounter("nodehub_dummy_if_ensures_total", "Checks (and repairs) of the hub's link and address, by result (ok, error).", "result")
 	m.otaActions = reg.NewCounter("nodehub_ota_actions_total", "Upgrade and imagepull requests on the hub API, by action and answer code.", "action", "code")
@@ -179,7 +183,14 @@ func (m *hubMetrics) request(ri *wire.RequestInfo, code int, d time.Duration) {
 func (m *hubMetrics) cloudBytesFunc(ri *wire.RequestInfo) func(int) {
 	res, comp, verb := resourceLabel(ri), componentLabel(ri), verbLabel(ri.Verb)
 	return func(n int) {
+		m.purposeBytes.Add(float64(n), "proxied", "received")
 		m.cloudBytes.Add(float64(n), comp, res)
 		m.yurthub.traffic.Add(float64(n), comp, verb, ri.Resource, ri.Subresource)
 	}
+}
+
+// purposeFunc counts body bytes of one purpose and direction (nodehub_cloud_bytes_total).
+func (m *hubMetrics) purposeFunc(purpose, direction string) func(int) {
+	c := m.purposeBytes.With(purpose, direction)
+	return func(n int) { c.Add(float64(n)) }
 }

@@ -36,15 +36,25 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	if len(pc.Resources) == 0 {
 		return nil, nil
 	}
+	onRole := s.pm.setRole
 	if pc.Mode == pool.ModeLease {
 		s.lease.Labels, s.lease.Annotations = pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
+		onRole = func(role, leader string) {
+			s.pm.setRole(role, leader)
+			mark := "" // the leader marks its lease as the pool's (pool.LabelLeader)
+			if role == "leader" {
+				mark = s.cfg.NodePoolName
+			}
+			s.lease.SetLabel(pool.LabelLeader, mark)
+		}
 	}
 	return pool.New(pool.Config{
 		Resources: pc.Resources, Mode: pc.Mode, NodeName: s.cfg.NodeName, PoolName: s.cfg.NodePoolName,
 		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,
 		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
 		ServingCert: s.cfg.ServingCert,
-		Log:         s.log, OnBytes: s.pm.bytes, OnRole: s.pm.setRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
+		Log:         s.log, OnBytes: s.pm.bytes, OnRole: onRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
+		Returned: s.state.Returned, OnlineSince: s.state.OnlineSince,
 		SelfDeclared: pc.SelfDeclared, OnNotes: s.poolNotes(),
 	})
 }

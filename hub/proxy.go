@@ -24,7 +24,8 @@ import (
 //     deadline on its body (limits.go)
 //  3. identify  the credential it is forwarded with — the node's only for a request without its
 //     own that came over loopback — and whose cache it reads and fills
-//  4. route     the node's Lease from the hub's copy (hub/nodelease); a pool-scope list or watch
+//  4. route     the node's Lease from the hub's copy (hub/nodelease); kubelet's GET of its node
+//     from the copy a live watch of it keeps, while fresh (nodecopy.go); a pool-scope list or watch
 //     from the shared store (pool.go); offline, or a cold read, from the cache (hub/local);
 //     offline without a cache: 503; else to the cloud
 //  5. chain     the filters its answer goes through (for the pool and the cloud routes; the
@@ -47,6 +48,11 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	switch s.route(q) {
 	case routeLease:
 		s.lease.ServeHTTP(q.w, q.r, q.ri)
+	case routeNodeCopy:
+		if !s.serveNodeCopy(q) {
+			s.chainFor(q)
+			s.forward(q)
+		}
 	case routePool:
 		if s.chainFor(q) {
 			s.servePool(q)
@@ -176,6 +182,7 @@ type route int
 
 const (
 	routeLease       route = iota // the node's Lease, from the hub's copy
+	routeNodeCopy                 // kubelet's GET of its node, from the copy a live watch keeps (nodecopy.go)
 	routePool                     // a pool-scope list or watch, from the shared store
 	routeLocal                    // from the cache: offline, or a cold read
 	routeUnavailable              // offline without a cache
@@ -188,6 +195,9 @@ func (s *Server) route(q *proxyRequest) route {
 	if q.id == remote.Node {
 		if s.lease.Owns(q.ri) {
 			return routeLease
+		}
+		if s.isOwnNodeGet(q.ri) && s.node.fresh(time.Now(), s.state.Online()) != nil {
+			return routeNodeCopy
 		}
 		if q.store = s.pool.Store(q.ri); q.store != nil {
 			return routePool

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -57,21 +58,23 @@ type seen struct {
 // fakeCloud answers a pod get, a pod list and a pod watch (events sent by the test), a
 // configmap create, and blocks the path /api/v1/namespaces/default/pods/slow until released.
 type fakeCloud struct {
-	srv    *httptest.Server
-	events chan string   // watch events to send, one line each
-	slow   chan struct{} // closed to release the slow get
-	inSlow chan struct{} // a slow get arrived
+	srv        *httptest.Server
+	events     chan string   // watch events to send, one line each
+	nodeEvents chan string   // node watch events to send
+	slow       chan struct{} // closed to release the slow get
+	inSlow     chan struct{} // a slow get arrived
 
-	mu   sync.Mutex
-	reqs []seen
-	fail string // when set, every answer is a 502 of this content type
+	mu       sync.Mutex
+	reqs     []seen
+	fail     string // when set, every answer is a 502 of this content type
+	throttle bool   // every answer is the apiserver's 429 with Retry-After
 	// handle, when set, answers first; false leaves the request to the answers above.
 	handle func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func newFakeCloud(t *testing.T) *fakeCloud {
 	t.Helper()
-	c := &fakeCloud{events: make(chan string), slow: make(chan struct{}), inSlow: make(chan struct{}, 8)}
+	c := &fakeCloud{events: make(chan string), nodeEvents: make(chan string), slow: make(chan struct{}), inSlow: make(chan struct{}, 8)}
 	c.srv = httptest.NewUnstartedServer(http.HandlerFunc(c.serve))
 	c.srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
 	c.srv.StartTLS()
@@ -85,13 +88,17 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.reqs = append(c.reqs, seen{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("User-Agent"), r.TLS != nil && len(r.TLS.PeerCertificates) > 0})
-	fail, handle := c.fail, c.handle
+	fail, throttle, handle := c.fail, c.throttle, c.handle
 	c.mu.Unlock()
 	if handle != nil && handle(w, r) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	switch {
+	case throttle:
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`)
 	case fail != "":
 		w.Header().Set("Content-Type", fail)
 		w.WriteHeader(http.StatusBadGateway)
@@ -109,6 +116,10 @@ func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, tokenAnswer)
 	case r.URL.Path == "/api/v1/services" && r.URL.Query().Get("watch") != "":
 		w.WriteHeader(http.StatusOK)
+		if r.URL.Query().Get("sendInitialEvents") == "true" { // a watch-list: the list as events
+			_, _ = io.WriteString(w, `{"type":"ADDED","object":`+svcKube+`}`+"\n"+
+				`{"type":"BOOKMARK","object":{"kind":"Service","apiVersion":"v1","metadata":{"resourceVersion":"4","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
+		}
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	case r.URL.Path == "/api/v1/services":
@@ -131,6 +142,20 @@ func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case r.URL.Path == "/api/v1/pods":
 		_, _ = io.WriteString(w, podList)
+	case r.URL.Path == "/api/v1/nodes/node-a" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, nodeA(5, "v1"))
+	case r.URL.Path == "/api/v1/nodes" && r.URL.Query().Get("watch") != "":
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case ev := <-c.nodeEvents:
+				_, _ = io.WriteString(w, ev+"\n")
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
 	case r.URL.Path == "/api/v1/namespaces/default/configmaps" && r.Method == http.MethodPost:
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.Copy(w, r.Body)
@@ -548,6 +573,107 @@ func TestProxyNonAPIServerErrorFallsBackToTheCache(t *testing.T) {
 	}
 }
 
+// The apiserver's 429 to a read the cache can answer is answered from the cache meanwhile; one it
+// cannot answer gets the 429 with its Retry-After.
+func TestProxyThrottledReadFromTheCache(t *testing.T) {
+	f := newProxyFixture(t, nil)
+	f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", "")
+	if err := f.hub.cache.Writer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.cloud.mu.Lock()
+	f.cloud.throttle = true
+	f.cloud.mu.Unlock()
+	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/web", kubelet, "", ""); a.code != http.StatusOK || !strings.Contains(a.body, `"name":"web"`) {
+		t.Fatalf("the apiserver's 429: %d %s, want the cached pod", a.code, a.body)
+	}
+	if a := f.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/never", kubelet, "", ""); a.code != http.StatusTooManyRequests {
+		t.Fatalf("a 429 the cache cannot answer: %d %s, want it passed through", a.code, a.body)
+	}
+}
+
+// nodeA is the node node-a at resourceVersion rv with a label version=v.
+func nodeA(rv int, v string) string {
+	return fmt.Sprintf(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"node-a","uid":"n1","resourceVersion":"%d","labels":{"version":%q}},"status":{"conditions":[{"type":"Ready","status":"True"}]}}`, rv, v)
+}
+
+// kubelet's GET of its node is answered from the copy a live watch of the node keeps, with the
+// Autonomy condition, while that watch is open and the cloud reachable; without a watch, or
+// offline, it goes where it went before.
+func TestProxyNodeGetFromTheWatch(t *testing.T) {
+	f := newProxyFixture(t, nil)
+	get := func() answer { return f.do(t, http.MethodGet, "/api/v1/nodes/node-a", kubelet, "", "") }
+	gets := func() (n int) { // GETs of the node the cloud received (the condition's own write aside)
+		for _, r := range f.cloud.took() {
+			if r.method == http.MethodGet && r.uri == "/api/v1/nodes/node-a" {
+				n++
+			}
+		}
+		return n
+	}
+	if a := get(); a.code != http.StatusOK || !strings.Contains(a.body, `"version":"v1"`) {
+		t.Fatalf("first GET: %d %s", a.code, a.body)
+	}
+	if n := gets(); n != 1 {
+		t.Fatalf("without a watch the GET goes to the cloud: %d requests", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/api/v1/nodes?fieldSelector=metadata.name%3Dnode-a&watch=true&allowWatchBookmarks=true&resourceVersion=5", nil)
+	req.Header.Set("User-Agent", kubelet)
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(resp.Body)
+	f.cloud.nodeEvents <- `{"type":"MODIFIED","object":` + nodeA(9, "v2") + `}`
+	if _, err := lines.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	f.cloud.took()
+	a := get()
+	if a.code != http.StatusOK || !strings.Contains(a.body, `"version":"v2"`) || !strings.Contains(a.body, `"type":"Autonomy"`) {
+		t.Fatalf("GET with a live watch: %d %s, want the watched node with the Autonomy condition", a.code, a.body)
+	}
+	if n := gets(); n != 0 {
+		t.Fatalf("GET with a live watch reached the cloud %d times", n)
+	}
+	if v := f.hub.metrics.nodeFromWatch.Value(); v != 1 {
+		t.Fatalf("nodehub_node_reads_from_watch_total %v, want 1", v)
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.hub.node.fresh(time.Now(), true) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the copy stayed fresh after its watch ended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	get()
+	if n := gets(); n != 1 {
+		t.Fatalf("after the watch ended the GET goes to the cloud: %d requests", n)
+	}
+}
+
+// The copy is fresh only with an open watch that spoke within nodeFresh, and online.
+func TestNodeCopyFreshness(t *testing.T) {
+	var c nodeCopy
+	now := time.Now()
+	c.keep([]byte(nodeA(3, "v1")))
+	if c.fresh(now, true) != nil {
+		t.Fatal("fresh without a watch")
+	}
+	c.open, c.heard = 1, now
+	if c.fresh(now, true) == nil || c.fresh(now, false) != nil || c.fresh(now.Add(nodeFresh+time.Second), true) != nil {
+		t.Fatal("freshness: want fresh online within nodeFresh only")
+	}
+	c.keep([]byte(nodeA(2, "old")))
+	if !strings.Contains(string(c.fresh(now, true)), `"v1"`) {
+		t.Fatal("an older copy replaced a newer one")
+	}
+}
+
 // Before the first heartbeat's verdict, a read the cache can answer is answered from it (after
 // the short cold-start wait) rather than waiting on a link that may be dead.
 func TestProxyColdReadFromTheCache(t *testing.T) {
@@ -629,6 +755,40 @@ func TestProxyPoolScopeListsFromTheSharedStore(t *testing.T) {
 	for _, r := range f.cloud.took() {
 		if !strings.HasPrefix(r.ua, "nodehub") { // the store's own watch may start meanwhile
 			t.Fatalf("the cloud got a client's %s %s", r.method, r.uri)
+		}
+	}
+}
+
+// The hub's own readers (the topology source) list a pool-scope resource from the shared store
+// once it holds one: nothing is read from the cloud twice, and after an outage they list it again
+// from the store.
+func TestOwnReadersReadTheSharedStore(t *testing.T) {
+	f := newProxyFixture(t, func(c *Config) {
+		c.Pool.Resources = []pool.Resource{{Version: "v1", Resource: "services"}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.hub.pool.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
+	for deadline := time.Now().Add(30 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shared store did not sync")
+		}
+	}
+	f.cloud.took()
+	fetch := f.hub.ownFetch("topology")
+	resp, err := fetch(ctx, "/api/v1/services?resourceVersion=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"kubernetes"`) {
+		t.Fatalf("own list: %d %s", resp.StatusCode, body)
+	}
+	for _, r := range f.cloud.took() {
+		if r.ua == "nodehub/topology" {
+			t.Fatalf("the cloud got the topology's %s %s", r.method, r.uri)
 		}
 	}
 }

@@ -175,6 +175,9 @@ func (s *Server) runParts(g *group) {
 	if s.pool != nil {
 		g.Go("pool", func(ctx context.Context) error { s.pool.Run(ctx); return nil }) // a leader releases its lease
 	}
+	if s.cfg.Started != nil {
+		g.Go("start-up", func(ctx context.Context) error { s.started(ctx); return nil })
+	}
 }
 
 // serve serves hs on ln until ctx ends, then shuts it down by the stop deadline (closing the

@@ -56,6 +56,7 @@ type Server struct {
 
 	tokens *tokens.Store       // ServiceAccount tokens the cloud issued, for offline token requests
 	auto   *autonomy.Condition // the node's Autonomy condition; nil without a cache
+	node   nodeCopy            // the node as a live watch of it keeps it (nodecopy.go)
 	fix    *endpointfix.Fixer  // the node's endpoints as kubelet reports them; nil without a cache
 
 	mu        sync.Mutex
@@ -95,7 +96,9 @@ func New(cfg Config) (*Server, error) {
 	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
 	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
 	s.checker = &remote.Checker{
-		Probe:            func(ctx context.Context, b *remote.Backend) error { return s.lease.Heartbeat(ctx, serverAsNode{b}) },
+		Probe: func(ctx context.Context, b *remote.Backend) error {
+			return s.lease.Heartbeat(ctx, serverAsNode{b, s.metrics})
+		},
 		Interval:         cfg.HeartbeatInterval,
 		Timeout:          cfg.HeartbeatTimeout,
 		FailedRetry:      cfg.HeartbeatFailed,
@@ -133,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 		s.newFixer()
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
+	s.topo.Returned = s.state.Returned
 	cfg.Filters.Topology = s.topo
 	fs, err := filter.New(cfg.Filters)
 	if err != nil {
@@ -195,3 +199,26 @@ func (s *Server) Addrs() []net.Addr {
 	}
 	return out
 }
+
+// started calls Config.Started once the shared stores hold their first lists (the start-up burst
+// is over), or after startedWithin, or not at all when ctx ends first.
+func (s *Server) started(ctx context.Context) {
+	t := time.NewTimer(startedWithin)
+	defer t.Stop()
+	if s.pool != nil {
+		for _, st := range s.pool.Stores() {
+			select {
+			case <-st.FirstSynced():
+			case <-t.C:
+				s.cfg.Started()
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	s.cfg.Started()
+}
+
+// startedWithin bounds the start-up phase Config.Started ends.
+const startedWithin = 2 * time.Minute

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -22,7 +23,16 @@ type cloudState struct {
 	period  context.Context // cancelled when the cloud turns offline
 	cancel  context.CancelFunc
 	coldEnd time.Time // reads stop waiting for the first verdict then
+	// returned is closed a random moment within returnSpread after the cloud turned reachable:
+	// the hub's own list-watch loops (pool stores, election, topology) end their back-off then.
+	returned chan struct{}
+	since    time.Time // when it last turned Healthy
 }
+
+// returnSpread is the window over which a hub spreads its first requests after the cloud came
+// back: 5,000 gateways whose link returns at once reach the apiservers over 2 s, not in one
+// instant, and no loop waits out a back-off left over from the outage.
+const returnSpread = 2 * time.Second
 
 // coldWait is how long after start a read the cache can answer waits for the first probe's
 // verdict: long enough for a reachable cloud's first answer on a good link (then the read goes to
@@ -30,7 +40,7 @@ type cloudState struct {
 const coldWait = 50 * time.Millisecond
 
 func newCloudState() *cloudState {
-	s := &cloudState{state: remote.Unknown, changed: make(chan struct{}), coldEnd: time.Now().Add(coldWait)}
+	s := &cloudState{state: remote.Unknown, changed: make(chan struct{}), coldEnd: time.Now().Add(coldWait), returned: make(chan struct{})}
 	s.period, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -57,6 +67,21 @@ func (s *cloudState) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.changed
+}
+
+// Returned returns a channel closed (within returnSpread, at random) after the cloud next turns
+// reachable.
+func (s *cloudState) Returned() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.returned
+}
+
+// OnlineSince is when the cloud last turned reachable (zero before it ever did).
+func (s *cloudState) OnlineSince() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.since
 }
 
 // onlinePeriod returns a context that ends when the cloud next turns offline.
@@ -114,6 +139,12 @@ func (s *cloudState) set(st remote.State) bool {
 		s.cancel()
 	} else if s.state == remote.Unhealthy {
 		s.period, s.cancel = context.WithCancel(context.Background())
+	}
+	if st == remote.Healthy {
+		s.since = time.Now()
+		ch := s.returned
+		s.returned = make(chan struct{})
+		time.AfterFunc(rand.N(returnSpread), func() { close(ch) })
 	}
 	s.state = st
 	close(s.changed)

@@ -74,3 +74,25 @@ func TestCloudStateUnknownToOffline(t *testing.T) {
 		t.Fatal("requests forwarded before the first verdict not cancelled when it is offline")
 	}
 }
+
+// The cloud's return wakes the hub's own loops (Returned), within the spread window; the channel
+// taken during an outage is the one closed.
+func TestCloudStateReturnedWakesAfterTheReturn(t *testing.T) {
+	s := newCloudState()
+	s.set(remote.Unhealthy)
+	ch := s.Returned()
+	select {
+	case <-ch:
+		t.Fatal("Returned closed while offline")
+	default:
+	}
+	s.set(remote.Healthy)
+	select {
+	case <-ch:
+	case <-time.After(returnSpread + 30*time.Second):
+		t.Fatal("Returned not closed after the return")
+	}
+	if s.Returned() == ch {
+		t.Fatal("the next outage's channel is the closed one")
+	}
+}

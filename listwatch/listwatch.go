@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 
 	"nodehub/wire"
@@ -26,6 +28,8 @@ type StatusError struct {
 	Code   int
 	Status string
 	Body   []byte // its first bytes
+	// RetryAfter is the answer's Retry-After (429, 503), 0 when it had none.
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {
@@ -41,9 +45,36 @@ func IsGone(err error) bool {
 // ErrSilent ends a watch that received nothing for its silence limit.
 var ErrSilent = errors.New("listwatch: the watch went silent")
 
+// RetryAfter is how long an answer asked the loop to wait (429 Too Many Requests with
+// Retry-After, capped at maxRetryAfter), or 0.
+func RetryAfter(err error) time.Duration {
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return 0
+	}
+	if se.Code == http.StatusTooManyRequests && se.RetryAfter <= 0 {
+		return time.Second // 429 without Retry-After: the apiserver's own default
+	}
+	return se.RetryAfter
+}
+
+// refused reports whether err is an answer 403 Forbidden or 404 Not Found.
+func refused(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && (se.Code == http.StatusForbidden || se.Code == http.StatusNotFound)
+}
+
+// maxRetryAfter bounds a Retry-After the loop honours: a server's figure is a hint, not a lease
+// on the hub's freshness.
+const maxRetryAfter = 5 * time.Minute
+
 func statusErr(op, path string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	return &StatusError{Op: op, Path: path, Code: resp.StatusCode, Status: resp.Status, Body: b}
+	e := &StatusError{Op: op, Path: path, Code: resp.StatusCode, Status: resp.Status, Body: b}
+	if sec, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && sec > 0 {
+		e.RetryAfter = min(time.Duration(sec)*time.Second, maxRetryAfter)
+	}
+	return e
 }
 
 // List GETs path and calls item with each raw item of the list, in the answer's own format
@@ -124,21 +155,72 @@ func Watch(ctx context.Context, fetch Fetch, path string, silence time.Duration,
 
 // Run calls step until ctx ends: at once again after step returned nil, else after a back-off
 // that starts at first, doubles up to most, and resets after a success. The back-off also ends when
-// the channel step returned (if any) is closed: a new upstream to try.
+// the channel step returned (if any) is closed: a new upstream to try. (Loop with Wake also ends
+// it when the cloud comes back.)
 func Run(ctx context.Context, first, most time.Duration, step func(ctx context.Context) (wake <-chan struct{}, err error)) {
-	backoff := first
+	Loop{First: first, Most: most}.Run(ctx, step)
+}
+
+// Loop is a list-watch loop's timing.
+type Loop struct {
+	// First and Most bound the back-off after a failure: it starts at First and doubles up to
+	// Most.
+	First, Most time.Duration
+	// Refused, if set, is the back-off after an answer 403 or 404 (an API the cluster does not
+	// serve, or this identity may not read): such answers do not change by the minute, and each
+	// retry costs the link a request and an error. Default Most.
+	Refused time.Duration
+	// Wake, if set, returns a channel closed when every loop should stop waiting out its back-off
+	// (the cloud turned reachable again: the hub spreads that moment over a short random window
+	// so a region's gateways do not all come back in the same instant). It does not cut short a
+	// Retry-After the server asked for.
+	Wake func() <-chan struct{}
+}
+
+// Run calls step until ctx ends: at once again after step returned nil, else after the back-off,
+// which ends early when the channel step returned (if any) or Wake's is closed. After an answer
+// 429 with Retry-After the loop waits that long (at least), whatever wakes it: meanwhile the
+// caller's clients are answered from what it holds.
+func (l Loop) Run(ctx context.Context, step func(ctx context.Context) (wake <-chan struct{}, err error)) {
+	backoff := l.First
 	for ctx.Err() == nil {
+		var woken <-chan struct{}
+		if l.Wake != nil {
+			woken = l.Wake() // taken before the step: a return during it still wakes the back-off
+		}
 		wake, err := step(ctx)
 		if err == nil {
-			backoff = first
+			backoff = l.First
 			continue
 		}
+		if ra := RetryAfter(err); ra > 0 {
+			// Honour the server: a little jitter above its figure, and nothing wakes this wait.
+			t := time.NewTimer(ra + rand.N(ra/4+time.Millisecond))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		wait := backoff
+		if l.Refused > 0 && refused(err) {
+			wait = max(backoff, l.Refused)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-wake:
-		case <-time.After(backoff):
+		case <-woken:
+			t.Stop()
+			backoff = l.First // the cloud is back: a fresh start, no back-off left over
+			continue
+		case <-t.C:
 		}
-		backoff = min(2*backoff, most)
+		t.Stop()
+		backoff = min(2*backoff, l.Most)
 	}
 }

@@ -112,3 +112,93 @@ func TestRunRetriesWithBackOffAndWakes(t *testing.T) {
 		t.Fatalf("%d steps, want 3", n)
 	}
 }
+
+// The cloud's return (Wake) ends every loop's back-off at once, and the back-off starts again
+// from First: nothing is left over from the outage.
+func TestLoopWakesOnReturnWithoutLeftoverBackOff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
+	returned := make(chan struct{})
+	failed := make(chan struct{}, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Loop{First: time.Hour, Most: time.Hour, Wake: func() <-chan struct{} { return returned }}.Run(ctx, func(context.Context) (<-chan struct{}, error) {
+			if calls.Add(1) == 1 {
+				failed <- struct{}{}
+				return nil, errors.New("offline") // an hour's back-off, unless the cloud comes back
+			}
+			cancel()
+			return nil, nil
+		})
+	}()
+	<-failed
+	close(returned)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cloud's return did not end the back-off")
+	}
+}
+
+// A 429 with Retry-After is honoured: the loop waits at least that long even when woken.
+func TestLoopHonoursRetryAfter(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	_, err := List(context.Background(), fetchFrom(srv), "/api/v1/services", func([]byte) error { return nil })
+	if RetryAfter(err) != time.Second {
+		t.Fatalf("RetryAfter(%v) = %v, want 1s", err, RetryAfter(err))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan struct{})
+	close(returned) // the wake is already there: it must not cut the server's wait short
+	var at []time.Time
+	Loop{First: time.Millisecond, Most: time.Millisecond, Wake: func() <-chan struct{} { return returned }}.Run(ctx, func(context.Context) (<-chan struct{}, error) {
+		at = append(at, time.Now())
+		if len(at) == 2 {
+			cancel()
+			return nil, nil
+		}
+		return nil, err
+	})
+	if len(at) != 2 || at[1].Sub(at[0]) < time.Second {
+		t.Fatalf("retried after %v, want ≥ the server's 1s", at[1].Sub(at[0]))
+	}
+}
+
+// A 403 or 404 (an API the cluster does not serve) is retried after Refused, not Most.
+func TestLoopRefusedBackOff(t *testing.T) {
+	if !refused(&StatusError{Code: http.StatusNotFound}) || !refused(&StatusError{Code: http.StatusForbidden}) || refused(&StatusError{Code: http.StatusGone}) || refused(errors.New("x")) {
+		t.Fatal("refused: 403 and 404 only")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan struct{})
+	calls := make(chan struct{}, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Loop{First: time.Millisecond, Most: time.Millisecond, Refused: time.Hour, Wake: func() <-chan struct{} { return returned }}.Run(ctx, func(context.Context) (<-chan struct{}, error) {
+			select {
+			case calls <- struct{}{}:
+			default:
+			}
+			return nil, &StatusError{Code: http.StatusNotFound}
+		})
+	}()
+	<-calls
+	select {
+	case <-calls:
+		t.Fatal("a 404 was retried after Most, not Refused")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(returned) // the cloud's return still wakes it
+	<-calls
+	cancel()
+	<-done
+}

@@ -7,14 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"nodehub/listwatch"
 	"nodehub/wire"
 )
 
 // The pool's ballots are the hubs' own node Leases (kube-node-lease/<node>): NodeRestriction lets
 // a node write no other Lease, and the hub renews its node's lease anyway. A hub in lease mode
-// labels its lease with the pool and annotates it with its pool address (see LeaseMarks).
+// labels its lease with the pool and annotates it with its pool address (see LeaseMarks); the
+// leader also labels it as the pool's leader (LabelLeader; the hub sets it from OnRole).
 const (
 	LabelPool         = "nodehub.io/pool"
+	LabelLeader       = "nodehub.io/pool-leader"
 	AnnotationAddress = "nodehub.io/pool-address"
 )
 
@@ -23,48 +26,61 @@ func LeaseMarks(pool, addr string) (labels, annotations map[string]string) {
 	return map[string]string{LabelPool: pool}, map[string]string{AnnotationAddress: addr}
 }
 
-// elect follows the pool's node leases (lease mode) until ctx ends: one watch on the leases in
-// LeaseNamespace labelled with the pool. The leader is the member with the smallest node name
-// among those whose lease is alive — renewed within its leaseDurationSeconds, as this hub's clock
-// sees the renewals — so every hub reaches the same answer from the same leases without writing
-// anything but its own lease. A dead hub (or a dead kubelet: the hub then stops renewing) stops
-// renewing and the next member takes over. A leader that stops clears its address first, so the
-// others move on at once. A leader that fails its followers (refused, reset, silent) is passed
-// over by them until its lease is renewed again: the followers of a killed leader, which all see
-// its connections fail at once, agree on the next member within a round instead of waiting for
-// the dead lease to run out; a leader that was only cut off leads again once it renews.
+// How often a hub looks at the pool's leader marks again while it has a leader: a leader, to
+// step down for a better one (a leader that was cut off and came back), and a follower, to join
+// the pool's leader if it ever followed another. Failures are noticed at once over the pool port.
+const (
+	recheckLeading   = 30 * time.Second
+	recheckFollowing = 5 * time.Minute
+)
+
+// elect keeps this hub's idea of the pool's leader (lease mode) until ctx ends, at a cost to the
+// cloud link that does not grow with the pool: no hub watches the pool's leases. A hub asks the
+// cloud only when it needs a leader — at start, when its leader failed it over the pool port, and
+// now and then (recheckLeading, recheckFollowing) — and then one list of the leases marked as
+// the pool's leader (normally one object). The leader is the member with the smallest node name
+// among the marked leases that are alive: renewed within their leaseDurationSeconds, as the
+// apiserver's clock (the list's Date) sees it, so the nodes' clocks do not matter. Only when no
+// marked lease is alive does the hub list the pool's leases (every member's; a pool without a
+// leader) and follow the smallest live member, which, reaching the same answer, marks itself.
+//
+// An expired lease is no proof of death when the renewals could not be seen (a region-wide cut):
+// a follower gives its leader up only when the leader fails it (unreachable, silent, no longer
+// leading: leaderFailed), never because its lease ran out; a leader keeps itself while it cannot
+// reach the cloud and for a lease duration after the return (keepExpired). A leader that failed
+// this hub is passed over until it renews its lease again; a leader that stops clears its marks.
 //
 // Only the nodes the pool's NodePool names (status.nodes: yurt-manager writes it, a node cannot)
-// are candidates; the NodePool is listed and watched here, and until it has been read nobody is
-// elected (every hub reads the cloud itself). Without a NodePool nobody is elected either, unless
-// the operator accepts self-declared membership (Config.SelfDeclared).
+// are candidates; the NodePool is listed and watched here (one object), and until it has been
+// read nobody is elected (every hub reads the cloud itself). Without a NodePool nobody is elected
+// either, unless the operator accepts self-declared membership (Config.SelfDeclared).
 func (p *Pool) elect(ctx context.Context) {
-	st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases",
-		Namespace: p.cfg.LeaseNamespace, LabelSelector: LabelPool + "=" + p.cfg.PoolName})
-	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
-	go st.run(ctx, cloud, p.log)
 	np := NewStore(nodePoolResource(p.cfg.PoolName))
-	go np.run(ctx, cloud, p.log)
-	e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}, nodePool: np}
-	tick := time.NewTicker(p.cfg.LeaderTimeout / 2)
-	defer tick.Stop()
+	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
+	done := make(chan struct{})
+	go func() { defer close(done); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
+	defer func() { <-done }()
+	e := &elector{p: p, passed: map[string]string{}, nodePool: np}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
-		e.round(st, time.Now())
 		select {
 		case <-ctx.Done():
 			e.release()
 			p.setLeader("", false)
 			return
-		case <-tick.C:
+		case <-timer.C:
 		case <-p.kick:
 		}
+		timer.Stop()
+		timer.Reset(e.round(ctx, time.Now()))
 	}
 }
 
 type elector struct {
-	p      *Pool
-	seen   map[string]renewal // node → its lease's last renewal as seen here
-	passed map[string]string  // node → the renewal it failed this hub at: not eligible until a newer one
+	p       *Pool
+	passed  map[string]string // node → the renewal it failed this hub at: not eligible until a newer one
+	suspect string            // the leader that failed this hub since the last round
 
 	nodePool  *Store          // the pool's NodePool (one object, or none), listed and watched
 	npRV      uint64          // the resourceVersion members was read from
@@ -72,74 +88,123 @@ type elector struct {
 	refusal   string          // why no leader is elected
 	refusedAt time.Time       // since when
 	logged    bool            // the refusal was logged
+
+	// list, if set, replaces the cloud in tests: the leases the selector selects and the
+	// apiserver's time.
+	list func(ctx context.Context, selector string) ([]*wire.Lease, time.Time, error)
 }
 
-type renewal struct {
-	mark string    // renewTime as written
-	at   time.Time // when it was seen to change (the first time: the renewTime itself)
-}
-
-// round picks the leader from the leases as they are now.
-func (e *elector) round(st *Store, now time.Time) {
-	objs, _, _, err := st.snapshot()
-	if err != nil {
-		return // not listed yet (or no RBAC to): no leader, every store reads the cloud
-	}
-	suspect, _, _ := strings.Cut(e.p.takeSuspect(), "@")
+// round decides the leader from the cloud's leases as they are now, and returns when to look
+// again.
+func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
+	retry := e.p.cfg.LeaderTimeout / 2
 	members, why := e.membership()
 	if members == nil && !e.p.cfg.SelfDeclared {
 		e.refuse(why, now)
-		return
+		return retry
 	}
 	e.refuse("", now)
-	best, bestAddr := "", ""
-	for _, o := range objs {
-		t, err := wire.Decode(o.raw)
-		l, ok := t.(*wire.Lease)
-		if err != nil || !ok {
-			continue
+	if s, _, _ := strings.Cut(e.p.takeSuspect(), "@"); s != "" {
+		e.suspect = s
+	}
+	current, _, _ := strings.Cut(e.p.currentLeader(), "@")
+	marked, at, err := e.leases(ctx, LabelLeader+"="+e.p.cfg.PoolName)
+	if err != nil {
+		return retry // the cloud cannot say: keep what this hub has
+	}
+	best, addr := e.pick(marked, members, at, current)
+	if best == "" && e.p.leadingFor() < leaseDuration(nil) {
+		// Leading since just now: the mark is not on the cloud's lease yet (the next heartbeat
+		// writes it).
+		best, addr = e.p.cfg.NodeName, e.p.cfg.Addr
+	}
+	if best == "" {
+		all, at, err := e.leases(ctx, LabelPool+"="+e.p.cfg.PoolName)
+		if err != nil {
+			return retry
 		}
+		best, addr = e.pick(all, members, at, current)
+	}
+	if best == "" {
+		e.p.setLeader("", false)
+		return retry
+	}
+	e.p.setLeader(best+"@"+addr, best == e.p.cfg.NodeName)
+	if best == e.p.cfg.NodeName {
+		return recheckLeading
+	}
+	return recheckFollowing
+}
+
+// pick returns the smallest eligible live member among leases (and its address): a member with a
+// pool address, not passed over, renewed within its duration at the apiserver's time at — or the
+// current leader whose lease only looks expired (keepExpired).
+func (e *elector) pick(leases []*wire.Lease, members map[string]bool, at time.Time, current string) (string, string) {
+	best, bestAddr := "", ""
+	for _, l := range leases {
 		addr := l.Annotations[AnnotationAddress]
 		if addr == "" || l.Spec.RenewTime == nil || members != nil && !members[l.Name] {
 			continue
 		}
-		mark := l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
-		r, known := e.seen[l.Name]
-		switch {
-		case !known:
-			r = renewal{mark: mark, at: l.Spec.RenewTime.Time}
-			if r.at.After(now) {
-				r.at = now
-			}
-		case r.mark != mark:
-			r = renewal{mark: mark, at: now}
-		}
-		e.seen[l.Name] = r
-		if l.Name == suspect {
-			e.passed[l.Name] = mark
+		if l.Name == e.suspect {
+			e.passed[l.Name], e.suspect = mark(l), ""
 		}
 		if m, ok := e.passed[l.Name]; ok {
-			if m == mark {
+			if m == mark(l) {
 				continue // it failed this hub and has not renewed since
 			}
 			delete(e.passed, l.Name)
 		}
-		dur := 40 * time.Second
-		if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
-			dur = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
-		}
-		if now.Sub(r.at) > dur {
-			continue
+		dur := leaseDuration(l)
+		if at.Sub(l.Spec.RenewTime.Time) > dur && (l.Name != current || !e.p.keepExpired(l.Name == e.p.cfg.NodeName, dur)) {
+			continue // dead, unless it is the leader and nothing says so but its lease (keepExpired)
 		}
 		if best == "" || l.Name < best {
 			best, bestAddr = l.Name, addr
 		}
 	}
-	if best == "" {
-		e.p.setLeader("", false)
-		return
+	return best, bestAddr
+}
+
+func mark(l *wire.Lease) string { return l.Spec.RenewTime.UTC().Format(time.RFC3339Nano) }
+
+// leaseDuration is a lease's leaseDurationSeconds (kubelet's 40 s when unset).
+func leaseDuration(l *wire.Lease) time.Duration {
+	if l != nil && l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+		return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
-	e.p.setLeader(best+"@"+bestAddr, best == e.p.cfg.NodeName)
+	return 40 * time.Second
+}
+
+// leases lists the leases in LeaseNamespace that selector selects, with the apiserver's time of
+// the answer (its Date; this hub's clock when it has none).
+func (e *elector) leases(ctx context.Context, selector string) ([]*wire.Lease, time.Time, error) {
+	if e.list != nil {
+		return e.list(ctx, selector)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*e.p.cfg.LeaderTimeout)
+	defer cancel()
+	at := time.Now()
+	fetch := func(ctx context.Context, path string) (*http.Response, error) {
+		resp, err := e.p.fetchElection(ctx, path)
+		if err == nil {
+			if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+				at = d
+			}
+		}
+		return resp, err
+	}
+	res := Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Namespace: e.p.cfg.LeaseNamespace, LabelSelector: selector}
+	var out []*wire.Lease
+	_, err := listwatch.List(ctx, fetch, res.url("resourceVersion=0"), func(raw []byte) error {
+		if t, err := wire.Decode(raw); err == nil {
+			if l, ok := t.(*wire.Lease); ok {
+				out = append(out, l)
+			}
+		}
+		return nil
+	})
+	return out, at, err
 }
 
 // membership returns the pool's nodes as its NodePool names them, or nil and why they are not
@@ -202,15 +267,15 @@ func nodePoolNodes(raw []byte) map[string]bool {
 	return out
 }
 
-// release clears this hub's address from its lease when it leads, so the others elect the next
-// member at their next round instead of waiting for the lease to run out.
+// release clears this hub's leader mark and address from its lease when it leads, so the others
+// elect the next member at once instead of waiting for the lease to run out.
 func (e *elector) release() {
 	if !e.p.Leading() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	body := `{"metadata":{"annotations":{"` + AnnotationAddress + `":null}}}`
+	body := `{"metadata":{"labels":{"` + LabelLeader + `":null},"annotations":{"` + AnnotationAddress + `":null}}}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch,
 		"/apis/coordination.k8s.io/v1/namespaces/"+e.p.cfg.LeaseNamespace+"/leases/"+e.p.cfg.NodeName, strings.NewReader(body))
 	if err != nil {

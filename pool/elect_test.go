@@ -1,23 +1,58 @@
 package pool
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehub/listwatch"
+	"nodehub/wire"
 )
 
-// lease is a node Lease labelled for the pool, renewed at renew, advertising addr.
-func lease(t *testing.T, node, addr string, renew time.Time) *object {
-	t.Helper()
-	raw := fmt.Sprintf(`{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":%q,"namespace":"kube-node-lease","resourceVersion":"1","labels":{%q:"p"},"annotations":{%q:%q}},"spec":{"holderIdentity":%q,"leaseDurationSeconds":40,"renewTime":%q}}`,
-		node, LabelPool, AnnotationAddress, addr, node, renew.UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
-	o, err := newObject([]byte(raw), Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"})
-	if err != nil {
-		t.Fatal(err)
+// fakeLeases are the pool's node Leases as the cloud has them, for an elector's list.
+type fakeLeases struct {
+	leases []*wire.Lease
+	at     time.Time // the apiserver's time
+	err    error
+	lists  []string // the selectors listed
+}
+
+// set puts node's lease, renewed at renew, advertising addr, marked as the pool's leader or not.
+func (f *fakeLeases) set(node, addr string, renew time.Time, leader bool) {
+	dur := int32(40)
+	rt := metav1.NewMicroTime(renew)
+	l := &wire.Lease{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: "kube-node-lease", Labels: map[string]string{LabelPool: "p"}, Annotations: map[string]string{AnnotationAddress: addr}},
+		Spec: wire.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, RenewTime: &rt}}
+	if leader {
+		l.Labels[LabelLeader] = "p"
 	}
-	return o
+	for i, o := range f.leases {
+		if o.Name == node {
+			f.leases[i] = l
+			return
+		}
+	}
+	f.leases = append(f.leases, l)
+}
+
+func (f *fakeLeases) list(_ context.Context, selector string) ([]*wire.Lease, time.Time, error) {
+	f.lists = append(f.lists, selector)
+	if f.err != nil {
+		return nil, time.Time{}, f.err
+	}
+	k, v, _ := strings.Cut(selector, "=")
+	var out []*wire.Lease
+	for _, l := range f.leases {
+		if l.Labels[k] == v {
+			out = append(out, l)
+		}
+	}
+	return out, f.at, nil
 }
 
 func nodePool(t *testing.T, name string, rv int, nodes ...string) *object {
@@ -45,39 +80,189 @@ func TestElectionOnlyAmongNodePoolMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		st := NewStore(Resource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"})
-		st.replace([]*object{lease(t, "aaa-intruder", "10.9.9.9:10269", now), lease(t, "edge-1", "10.0.0.1:10269", now), lease(t, "edge-2", "10.0.0.2:10269", now)}, 5, "coordination.k8s.io/v1", "Lease")
+		f := &fakeLeases{at: now}
+		f.set("aaa-intruder", "10.9.9.9:10269", now, false)
+		f.set("edge-1", "10.0.0.1:10269", now, false)
+		f.set("edge-2", "10.0.0.2:10269", now, false)
 		np := NewStore(nodePoolResource("p"))
-		e := &elector{p: p, seen: map[string]renewal{}, passed: map[string]string{}, nodePool: np}
+		e := &elector{p: p, passed: map[string]string{}, nodePool: np, list: f.list}
+		ctx := context.Background()
 
 		want := ""
 		if selfDeclared {
 			want = "aaa-intruder@10.9.9.9:10269"
 		}
-		e.round(st, now)
+		e.round(ctx, now)
 		if p.leader != want {
 			t.Fatalf("self-declared %v, NodePool not read yet: leader %q, want %q", selfDeclared, p.leader, want)
 		}
 		np.replace(nil, 6, "apps.openyurt.io/v1beta2", "NodePool") // listed: no such NodePool
-		e.round(st, now)
+		e.round(ctx, now)
 		if p.leader != want {
 			t.Fatalf("self-declared %v, no NodePool: leader %q, want %q", selfDeclared, p.leader, want)
 		}
 		np.replace([]*object{nodePool(t, "p", 7, "edge-1", "edge-2")}, 7, "apps.openyurt.io/v1beta2", "NodePool")
-		e.round(st, now)
+		p.setLeader("", false)
+		e.round(ctx, now)
 		if p.leader != "edge-1@10.0.0.1:10269" || p.leading {
 			t.Fatalf("self-declared %v, with the NodePool's members: leader %q (leading %v), want edge-1", selfDeclared, p.leader, p.leading)
 		}
 		np.replace([]*object{nodePool(t, "p", 8, "edge-2")}, 8, "apps.openyurt.io/v1beta2", "NodePool")
-		e.round(st, now)
+		e.round(ctx, now)
 		if p.leader != "edge-2@10.0.0.2:10269" || !p.leading {
 			t.Fatalf("self-declared %v, edge-1 left the pool: leader %q (leading %v), want edge-2", selfDeclared, p.leader, p.leading)
 		}
 	}
 }
 
+// The election costs a hub O(1) whatever the pool's size: with a marked leader alive, a round
+// lists only the marked leases (the leader's); the pool's members are listed only when no marked
+// leader is alive. A marked leader is followed even when a smaller member is alive (no flapping);
+// a marked leader steps down for a smaller marked one (a leader that was cut off and came back).
+func TestElectionListsOnlyTheLeaderWhileThereIsOne(t *testing.T) {
+	p, err := New(Config{Mode: ModeLease, NodeName: "edge-5", PoolName: "p", Addr: "10.0.0.5:10269", SelfDeclared: true,
+		Cloud: func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	f := &fakeLeases{at: now}
+	for i := 1; i <= 30; i++ {
+		f.set(fmt.Sprintf("edge-%d", i), fmt.Sprintf("10.0.0.%d:10269", i), now, i == 3)
+	}
+	e := &elector{p: p, passed: map[string]string{}, list: f.list}
+	ctx := context.Background()
+	if next := e.round(ctx, now); p.leader != "edge-3@10.0.0.3:10269" || next != recheckFollowing {
+		t.Fatalf("leader %q (next round in %v), want the marked edge-3, again in %v", p.leader, next, recheckFollowing)
+	}
+	if strings.Join(f.lists, ",") != LabelLeader+"=p" {
+		t.Fatalf("listed %q, want only the leader's mark", f.lists)
+	}
+	// The marked leader dies: it fails this hub, and its lease runs out.
+	f.lists = nil
+	p.leaderFailed(p.leader, fmt.Errorf("connection refused"))
+	f.at = now.Add(time.Minute)
+	for i := 1; i <= 30; i++ {
+		if i != 3 {
+			f.set(fmt.Sprintf("edge-%d", i), fmt.Sprintf("10.0.0.%d:10269", i), f.at, false)
+		}
+	}
+	e.round(ctx, f.at)
+	if p.leader != "edge-1@10.0.0.1:10269" || strings.Join(f.lists, ",") != LabelLeader+"=p,"+LabelPool+"=p" {
+		t.Fatalf("after the leader died: leader %q, lists %q; want edge-1 from the members' list", p.leader, f.lists)
+	}
+}
+
+// An expired lease is no proof of death when the renewals could not be seen (a region-wide cut):
+// a follower keeps its leader until the leader itself fails it over the pool port; the leader
+// keeps itself while it cannot reach the cloud and for a lease duration after the return, then
+// steps down if its lease is still not renewed.
+func TestElectionKeepsAnExpiredLeaderThatAnswers(t *testing.T) {
+	online := false
+	newPool := func(self string) *Pool {
+		p, err := New(Config{Mode: ModeLease, NodeName: self, PoolName: "p", Addr: "10.0.0.9:10269", SelfDeclared: true,
+			Online: func() bool { return online },
+			Cloud:  func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := context.Background()
+	t0 := time.Now()
+	f := &fakeLeases{at: t0}
+	f.set("edge-1", "10.0.0.1:10269", t0, true)
+	f.set("edge-2", "10.0.0.2:10269", t0, false)
+	f.set("edge-3", "10.0.0.3:10269", t0, false)
+
+	// A follower (edge-3).
+	p := newPool("edge-3")
+	e := &elector{p: p, passed: map[string]string{}, list: f.list}
+	e.round(ctx, t0)
+	if p.leader != "edge-1@10.0.0.1:10269" {
+		t.Fatalf("leader %q, want edge-1", p.leader)
+	}
+	f.err = fmt.Errorf("no healthy server") // the cut
+	e.round(ctx, t0.Add(2*time.Minute))
+	if p.leader != "edge-1@10.0.0.1:10269" {
+		t.Fatalf("offline: leader %q, want edge-1 kept", p.leader)
+	}
+	p.leaderFailed(p.leader, fmt.Errorf("connection refused"))
+	if !p.failedAt.IsZero() {
+		t.Fatal("offline, a failing leader sent the stores to an unreachable cloud")
+	}
+	// Back: every lease expired as the apiserver sees it (nobody could renew).
+	online, f.err, f.at = true, nil, t0.Add(2*time.Minute)
+	e.round(ctx, f.at)
+	if p.leader != "edge-1@10.0.0.1:10269" {
+		t.Fatalf("back online, edge-1's lease not renewed yet: leader %q, want edge-1 kept while it answers", p.leader)
+	}
+	p.leaderFailed(p.leader, fmt.Errorf("connection refused"))
+	if up, _ := p.pick(); up.Name != "cloud" {
+		t.Fatalf("online, the leader unreachable: upstream %q, want the cloud", up.Name)
+	}
+	e.round(ctx, f.at)
+	if p.leader != "" {
+		t.Fatalf("the expired leader failed this hub: leader %q, want none (every other lease expired)", p.leader)
+	}
+
+	// The leader (edge-1) itself.
+	online, f.at = false, t0
+	p = newPool("edge-1")
+	e = &elector{p: p, passed: map[string]string{}, list: f.list}
+	e.round(ctx, t0)
+	if !p.Leading() {
+		t.Fatal("edge-1 does not lead")
+	}
+	f.at = t0.Add(2 * time.Minute)
+	p.since = time.Now().Add(-time.Hour)
+	e.round(ctx, f.at)
+	if !p.Leading() {
+		t.Fatal("cut off, its own lease expired: the leader stepped down")
+	}
+	online = true
+	p.returned = time.Now()
+	e.round(ctx, f.at)
+	if !p.Leading() {
+		t.Fatal("just after the return: the leader stepped down before its heartbeat could renew")
+	}
+	p.returned = time.Now().Add(-time.Minute)
+	e.round(ctx, f.at)
+	if p.Leading() {
+		t.Fatal("a lease duration after the return, still not renewed: the leader kept leading")
+	}
+}
+
 func TestNodePoolResourceURL(t *testing.T) {
 	if u := nodePoolResource("pool a").url("watch=1"); u != "/apis/apps.openyurt.io/v1beta2/nodepools?watch=1&fieldSelector=metadata.name%3Dpool+a" {
 		t.Fatal(u)
+	}
+}
+
+// Just back from a cut, a follower whose leader answers that it cannot reach the cloud yet (it
+// comes back a little later) waits for it instead of reading the cloud itself; a follower online
+// for long goes to the cloud at once.
+func TestFollowerWaitsForALeaderComingBack(t *testing.T) {
+	back := time.Now()
+	p, err := New(Config{Mode: ModeLease, NodeName: "edge-3", PoolName: "p", Addr: "10.0.0.3:10269", LeaderTimeout: 5 * time.Second,
+		OnlineSince: func() time.Time { return back },
+		Cloud:       func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.setLeader("edge-1@10.0.0.1:10269", false)
+	p.since = time.Now().Add(-time.Hour)
+	cut := &listwatch.StatusError{Code: http.StatusServiceUnavailable, RetryAfter: time.Second}
+	p.leaderFailed(p.leader, cut)
+	if up, _ := p.pick(); up.Name == "cloud" {
+		t.Fatal("just back, the leader's 503 sent the stores to the cloud")
+	}
+	back = time.Now().Add(-time.Minute)
+	p.leaderFailed(p.leader, cut)
+	if up, _ := p.pick(); up.Name != "cloud" {
+		t.Fatalf("online for a minute, the leader cut off: upstream %q, want the cloud", up.Name)
+	}
+	if s := p.takeSuspect(); s != "" {
+		t.Fatalf("a leader that says it is cut off is passed over by the election (%q): at the region's return it would lose its pool", s)
 	}
 }

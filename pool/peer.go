@@ -82,6 +82,9 @@ func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, "nodehub: not the pool's leader")
 		return
 	case !p.online():
+		// Its followers, cut off too in a region-wide outage, keep asking: every second, so they
+		// carry on from this leader as soon as it is back (listwatch honours Retry-After).
+		w.Header().Set("Retry-After", "1")
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, "nodehub: the pool's leader cannot reach the cloud")
 		return
 	}

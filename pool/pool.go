@@ -62,6 +62,12 @@ type Config struct {
 	// Online, if set, says whether the cloud is reachable: a leader that cannot reach it stops
 	// serving its followers (they go to the cloud themselves, or to their caches).
 	Online func() bool
+	// Returned, if set, returns a channel closed when the cloud has come back (the hub spreads
+	// that moment over a short random window): every store and the election stop waiting out
+	// their back-off and resume at once.
+	Returned func() <-chan struct{}
+	// OnlineSince, if set, is when the cloud last turned reachable (zero: never, or unknown).
+	OnlineSince func() time.Time
 	// Tee, if set, sees every list and watch response the stores receive (the hub keeps a copy in
 	// its cache); it may replace resp.Body with one that passes the bytes through.
 	Tee func(req *http.Request, resp *http.Response)
@@ -91,6 +97,7 @@ type Pool struct {
 	failedAt time.Time // when the current leader last failed this follower
 	since    time.Time // when the current leader was learnt
 	suspect  string    // a leader that failed this hub, for the election to pass over
+	returned time.Time // when the cloud last came back (Config.Returned)
 	kick     chan struct{}
 	changed  chan struct{}
 	decided  chan struct{} // closed once the pool's leader is first known (or given up on)
@@ -147,8 +154,12 @@ func (p *Pool) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			}
-			st.run(ctx, p.pick, p.log)
+			st.run(ctx, p.pick, p.cfg.Returned, p.log)
 		}()
+	}
+	if p.cfg.Returned != nil && p.cfg.Mode != ModeOff {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.noteReturns(ctx) }()
 	}
 	p.role()
 	if p.cfg.Mode != ModeOff {
@@ -182,6 +193,19 @@ func (p *Pool) Store(ri *wire.RequestInfo) *Store {
 	return st
 }
 
+// Pending returns the store of the resource a list or watch addresses while it has not synced
+// yet (nil when there is none, or it has): a reader that can wait for it reads nothing twice.
+func (p *Pool) Pending(ri *wire.RequestInfo) *Store {
+	if p == nil || !ri.IsResource || ri.Subresource != "" || ri.Name != "" || ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch {
+		return nil
+	}
+	st := p.stores[Of(ri)]
+	if st == nil || st.Synced() {
+		return nil
+	}
+	return st
+}
+
 // Stores returns the stores, for metrics.
 func (p *Pool) Stores() map[Resource]*Store { return p.stores }
 
@@ -207,24 +231,106 @@ func (p *Pool) pick() (Upstream, <-chan struct{}) {
 
 func (p *Pool) decide() { p.once.Do(func() { close(p.decided) }) }
 
+// noteReturns records when the cloud comes back, until ctx ends.
+func (p *Pool) noteReturns(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.cfg.Returned():
+			p.mu.Lock()
+			p.returned = time.Now()
+			p.mu.Unlock()
+		}
+	}
+}
+
 // leaderFailed sends every store to the cloud for retryLeader, unless the leader changed since.
 // A leader elected just now that answers with an error (it may still be listing from the cloud)
-// is given LeaderTimeout; one that cannot be reached is given up at once.
+// is given LeaderTimeout, and one that answers just after this hub's link came back (it may not
+// have seen the cloud return yet: a region-wide cut ends for everyone within a few heartbeats)
+// three; one that cannot be reached is given up at once. While this hub cannot reach the cloud
+// itself, the leader is never given up for the cloud: it is the better bet (a region-wide cut
+// ends for the leader too, and its followers keep reading from it through the return).
 func (p *Pool) leaderFailed(leader string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.online() {
+		return
+	}
 	var answered *listwatch.StatusError
-	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) && time.Since(p.since) < p.cfg.LeaderTimeout {
+	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) &&
+		(time.Since(p.since) < p.cfg.LeaderTimeout || time.Since(p.backSince()) < 3*p.cfg.LeaderTimeout) {
+		return
+	}
+	p.failedAt = time.Now()
+	p.signalLocked()
+	time.AfterFunc(retryLeader, p.signal)
+	if cutOff(err) {
+		// Alive and still leading, only cut off from the cloud (its own link, or the whole
+		// region's, noticed here a moment before this hub's own health check notices): read the
+		// cloud meanwhile, but do not pass it over — at the region's return it leads on.
+		p.log.Warn("pool: leader cannot reach the cloud; reading from the cloud meanwhile", "leader", leader)
 		return
 	}
 	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
-	p.failedAt, p.suspect = time.Now(), leader
-	p.signalLocked()
-	time.AfterFunc(retryLeader, p.signal)
+	p.suspect = leader
 	select {
 	case p.kick <- struct{}{}: // the election looks again now
 	default:
 	}
+}
+
+// cutOff reports whether a leader's answer says it is alive but cannot reach the cloud (its 503
+// with Retry-After, servePeer).
+func cutOff(err error) bool {
+	var se *listwatch.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable && se.RetryAfter > 0
+}
+
+// keepExpired reports whether the current leader, whose lease this hub sees expired (renewals
+// not seen for its duration), stays leader. An expired lease is no proof of death when the
+// renewals could not be seen: a follower keeps a leader until it fails this hub (leaderFailed:
+// unreachable, silent, or no longer leading — asked over the pool port, not the cloud); a
+// leader keeps itself while it cannot reach the cloud and for one lease duration after the
+// cloud came back (its own renewal resumes with its heartbeat), then steps down if its lease is
+// still not renewed (a dead kubelet: the hub stops renewing).
+func (p *Pool) keepExpired(self bool, dur time.Duration) bool {
+	if !self {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.online() || time.Since(p.backSince()) < dur
+}
+
+// backSince is when this hub last found the cloud reachable again (lock held): the moment its
+// health turned healthy (Config.OnlineSince), or the spread wake-up after it.
+func (p *Pool) backSince() time.Time {
+	t := p.returned
+	if p.cfg.OnlineSince != nil {
+		if s := p.cfg.OnlineSince(); s.After(t) {
+			t = s
+		}
+	}
+	return t
+}
+
+// leadingFor is how long this hub has led (an hour and more when it does not lead).
+func (p *Pool) leadingFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.leading {
+		return time.Hour
+	}
+	return time.Since(p.since)
+}
+
+// currentLeader is the pool's leader as this hub last decided (holder identity, "" none).
+func (p *Pool) currentLeader() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader
 }
 
 // takeSuspect returns (and forgets) the leader that last failed this hub.

@@ -1,12 +1,15 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"nodehub/listwatch"
@@ -27,6 +30,28 @@ type Upstream struct {
 	Failed func(error)
 }
 
+// watchListOff remembers, per upstream name, that it refused a streaming watch-list (an apiserver
+// without the WatchList feature, or before v1.27): that upstream is listed instead.
+type watchListOff struct {
+	mu  sync.Mutex
+	off map[string]bool
+}
+
+func (w *watchListOff) is(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.off[name]
+}
+
+func (w *watchListOff) set(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.off == nil {
+		w.off = map[string]bool{}
+	}
+	w.off[name] = true
+}
+
 // Picker returns the upstream to use now and a channel closed when that choice changes.
 type Picker func() (Upstream, <-chan struct{})
 
@@ -34,10 +59,12 @@ type Picker func() (Upstream, <-chan struct{})
 var errGone = errors.New("pool: upstream expired the resourceVersion")
 
 // run keeps the store in sync: list when needed, then watch from the store's resourceVersion,
-// over and over, from whatever upstream pick says, until ctx ends (listwatch's loop).
-func (s *Store) run(ctx context.Context, pick Picker, log *slog.Logger) {
+// over and over, from whatever upstream pick says, until ctx ends (listwatch's loop). wake, if
+// set, ends the loop's back-off when the cloud comes back (listwatch.Loop.Wake).
+func (s *Store) run(ctx context.Context, pick Picker, wake func() <-chan struct{}, log *slog.Logger) {
 	failures := 0
-	listwatch.Run(ctx, 250*time.Millisecond, 30*time.Second, func(ctx context.Context) (<-chan struct{}, error) {
+	loop := listwatch.Loop{First: 250 * time.Millisecond, Most: 30 * time.Second, Refused: s.Refused, Wake: wake}
+	loop.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
 		up, changed := pick()
 		uctx, cancel := context.WithCancel(ctx)
 		ended := make(chan struct{})
@@ -52,7 +79,7 @@ func (s *Store) run(ctx context.Context, pick Picker, log *slog.Logger) {
 		switched := uctx.Err() != nil && ctx.Err() == nil
 		close(ended)
 		cancel()
-		if ctx.Err() != nil || err == nil || switched || errors.Is(err, errGone) {
+		if ctx.Err() != nil || err == nil || switched || errors.Is(err, errGone) || errors.Is(err, errListInstead) {
 			failures = 0
 			return changed, nil
 		}
@@ -70,14 +97,35 @@ func (s *Store) run(ctx context.Context, pick Picker, log *slog.Logger) {
 	})
 }
 
-// sync lists when the store needs it, then watches until the watch ends.
+// sync lists when the store needs it, then watches until the watch ends. The list is a
+// streaming watch-list (the initial state as ADDED events up to a bookmark, then the watch goes
+// on in the same request: one request instead of two, and no list held whole in the apiserver's
+// memory) where the upstream serves it, else a LIST. Neither asks etcd: a first list reads the
+// apiserver's watch cache (resourceVersion 0, as client-go's reflector does), a list after the
+// store's resourceVersion expired reads it "not older than" what the store holds, so it never
+// goes back in time; the store turns the new state into events (replace), and its clients'
+// watches carry on.
 func (s *Store) sync(ctx context.Context, up Upstream) error {
 	if s.needsList() {
+		if !s.noWatchList.is(up.Name) {
+			return s.watch(ctx, up, true)
+		}
 		if err := s.list(ctx, up); err != nil {
 			return err
 		}
 	}
-	return s.watch(ctx, up)
+	return s.watch(ctx, up, false)
+}
+
+// listQuery is the query of the store's next list: from the watch cache, never older than the
+// store.
+func (s *Store) listQuery() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.synced || s.rv == 0 {
+		return "resourceVersion=0"
+	}
+	return "resourceVersion=" + strconv.FormatUint(s.rv, 10) + "&resourceVersionMatch=NotOlderThan"
 }
 
 func (s *Store) list(ctx context.Context, up Upstream) error {
@@ -86,7 +134,7 @@ func (s *Store) list(ctx context.Context, up Upstream) error {
 	var items []*object
 	var itemErr error
 	var size int64
-	meta, err := listwatch.List(ctx, up.Fetch, s.res.url(""), func(raw []byte) error {
+	meta, err := listwatch.List(ctx, up.Fetch, s.res.url(s.listQuery()), func(raw []byte) error {
 		o, err := newObject(raw, s.res)
 		if err != nil {
 			itemErr = err
@@ -113,23 +161,69 @@ func (s *Store) list(ctx context.Context, up Upstream) error {
 	return nil
 }
 
-func (s *Store) watch(ctx context.Context, up Upstream) error {
+// watch watches from the store's resourceVersion until the watch ends; with initial, it is a
+// watch-list: the upstream first sends the whole state as ADDED events, ended by a bookmark
+// annotated k8s.io/initial-events-end, which replaces the store's contents.
+func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 	timeout := 300 + rand.IntN(300) // as client-go spreads its watches: 5–10 minutes
-	path := s.res.url("watch=1&allowWatchBookmarks=true&timeoutSeconds=" + strconv.Itoa(timeout) +
-		"&resourceVersion=" + strconv.FormatUint(s.ResourceVersion(), 10))
+	q := "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + strconv.Itoa(timeout)
+	if initial {
+		rv := ""
+		if s.Synced() {
+			rv = strconv.FormatUint(s.ResourceVersion(), 10)
+		}
+		q += "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=" + rv
+	} else {
+		q += "&resourceVersion=" + strconv.FormatUint(s.ResourceVersion(), 10)
+	}
+	path := s.res.url(q)
+	var items []*object
+	var size int64
+	var quiet *time.Timer
+	if initial {
+		// An upstream that ignores sendInitialEvents (an apiserver before v1.27) answers a plain
+		// watch, which from a resourceVersion with nothing new says nothing at all: a watch-list
+		// that says nothing for initialSilence is taken for one.
+		wctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		quiet = time.AfterFunc(initialSilence, func() { cancel(errNoWatchList) })
+		defer quiet.Stop()
+		ctx = wctx
+	}
 	err := listwatch.Watch(ctx, up.Fetch, path, up.Silence, func(ev wire.WatchEvent) error {
+		if quiet != nil {
+			quiet.Stop()
+		}
 		switch ev.Type {
 		case wire.EventError:
 			return errGone // the apiserver's in-stream error is its 410 Expired
 		case wire.EventBookmark:
-			if m, err := wire.ExtractMeta(ev.Object, s.res.Resource); err == nil {
-				s.bookmark(parseRV(m.ResourceVersion))
+			m, err := wire.ExtractMeta(ev.Object, s.res.Resource)
+			if err != nil {
+				return nil
 			}
+			if initial {
+				if !bytes.Contains(ev.Object, []byte(wire.InitialEventsEnd)) {
+					return errNoWatchList // a server that ignored sendInitialEvents
+				}
+				s.replace(items, parseRV(m.ResourceVersion), m.APIVersion, m.Kind)
+				items, initial = nil, false
+				return nil
+			}
+			s.bookmark(parseRV(m.ResourceVersion))
 			return nil
 		}
 		o, err := newObject(ev.Object, s.res)
 		if err != nil {
 			return err
+		}
+		if initial {
+			items, size = append(items, o), size+int64(len(o.raw))
+			if s.over(len(items), size) {
+				s.overflow()
+				return errTooLarge // what was read goes: memory holds at most the bounds
+			}
+			return nil
 		}
 		s.apply(ev.Type, o)
 		if !s.Synced() {
@@ -141,12 +235,44 @@ func (s *Store) watch(ctx context.Context, up Upstream) error {
 		maxN, maxB := s.bounds()
 		return fmt.Errorf("pool: watch %s: past %d objects or %d bytes; its clients read the cloud: %w", s.res, maxN, maxB, errTooLarge)
 	}
-	if errors.Is(err, errGone) || listwatch.IsGone(err) {
+	if initial && ctx.Err() != nil && errors.Is(context.Cause(ctx), errNoWatchList) {
+		err = errNoWatchList
+	}
+	gone := errors.Is(err, errGone) || listwatch.IsGone(err)
+	if gone && !initial {
 		s.expire()
 		return errGone
+	}
+	// A watch-list "not older than" never expires: a 410 means the upstream took it for a plain
+	// watch.
+	if initial && (gone || errors.Is(err, errNoWatchList) || refusedWatchList(err)) {
+		s.noWatchList.set(up.Name)
+		return fmt.Errorf("pool: %s does not serve watch-lists of %s (%v): %w", up.Name, s.res, err, errListInstead)
 	}
 	if err != nil {
 		return fmt.Errorf("pool: watch %s from %s: %w", s.res, up.Name, err)
 	}
 	return nil // the watch's timeout: watch again from where the store is
+}
+
+// initialSilence is how long a watch-list may say nothing before the upstream is taken for one
+// that ignores sendInitialEvents (a real one sends the first event, or the bookmark of an empty
+// collection, at once).
+const initialSilence = 10 * time.Second
+
+// errListInstead: the upstream does not serve watch-lists, the store lists at once (not the
+// upstream's fault).
+var errListInstead = errors.New("listing instead")
+
+// errNoWatchList: the upstream answered a watch-list with a plain watch.
+var errNoWatchList = errors.New("pool: the upstream ignored sendInitialEvents")
+
+// refusedWatchList reports whether an upstream refused a watch-list as a request it does not
+// serve (400, 422, 501), rather than failing or throttling it.
+func refusedWatchList(err error) bool {
+	var se *listwatch.StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.Code == http.StatusBadRequest || se.Code == http.StatusUnprocessableEntity || se.Code == http.StatusNotImplemented
 }

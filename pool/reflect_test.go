@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,10 @@ type fakeUpstream struct {
 	list    string
 	watches chan *io.PipeWriter
 	paths   []string
+	// watchList: the upstream serves watch-lists (the list's items as ADDED, then the
+	// initial-events-end bookmark); else it refuses them with 422, as an apiserver without the
+	// WatchList feature does.
+	watchList bool
 }
 
 func (f *fakeUpstream) fetch(ctx context.Context, path string) (*http.Response, error) {
@@ -29,6 +34,28 @@ func (f *fakeUpstream) fetch(ctx context.Context, path string) (*http.Response, 
 	list := f.list
 	f.mu.Unlock()
 	h := http.Header{"Content-Type": {"application/json"}}
+	if strings.Contains(path, "sendInitialEvents=true") {
+		if !f.watchList {
+			return &http.Response{StatusCode: 422, Status: "422 Unprocessable Entity", Header: h, Body: io.NopCloser(strings.NewReader(`{"kind":"Status","code":422}`))}, nil
+		}
+		var l struct {
+			Metadata struct{ ResourceVersion string }
+			Items    []json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(list), &l); err != nil {
+			return nil, err
+		}
+		pr, pw := io.Pipe()
+		context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+		go func() {
+			for _, it := range l.Items {
+				fmt.Fprintf(pw, `{"type":"ADDED","object":%s}`+"\n", it)
+			}
+			fmt.Fprintf(pw, `{"type":"BOOKMARK","object":{"kind":"Service","apiVersion":"v1","metadata":{"resourceVersion":%q,"annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", l.Metadata.ResourceVersion)
+			f.watches <- pw
+		}()
+		return &http.Response{StatusCode: 200, Header: h, Body: pr}, nil
+	}
 	if !strings.Contains(path, "watch=1") {
 		return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(list))}, nil
 	}
@@ -47,7 +74,7 @@ func TestReflectorListsWatchesAndNoticesSilence(t *testing.T) {
 	defer cancel()
 	go st.run(ctx, func() (Upstream, <-chan struct{}) {
 		return Upstream{Name: "leader", Fetch: f.fetch, Silence: 300 * time.Millisecond, Failed: func(err error) { failed <- err }}, nil
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	nextWatch := func() *io.PipeWriter {
 		t.Helper()
@@ -111,6 +138,76 @@ func TestReflectorListsWatchesAndNoticesSilence(t *testing.T) {
 	}
 }
 
+// Against an upstream that serves watch-lists the store never lists: its first sync and its
+// re-sync after a 410 are each one watch-list, the re-sync "not older than" what the store holds;
+// the new state reaches the store's watches as the difference (MODIFIED, ADDED, DELETED), kept
+// whole in the window even past its bounds, so no watch is sent back to list.
+func TestReflectorWatchListResyncsAsDifference(t *testing.T) {
+	svc := func(name string, rv int) string {
+		return fmt.Sprintf(`{"kind":"Service","apiVersion":"v1","metadata":{"name":%q,"namespace":"ns","resourceVersion":"%d"}}`, name, rv)
+	}
+	f := &fakeUpstream{watches: make(chan *io.PipeWriter, 4), watchList: true,
+		list: `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[` + svc("a", 5) + "," + svc("b", 6) + `]}`}
+	st := NewStore(Resource{Version: "v1", Resource: "services"})
+	st.MaxEvents = 1
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go st.run(ctx, func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: f.fetch}, nil }, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := <-f.watches
+	waitFor(t, "the initial events", func() bool { return st.Synced() && st.ResourceVersion() == 7 })
+	_, _, cursor, _ := st.snapshot()
+
+	f.mu.Lock()
+	f.list = `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"14"},"items":[` + svc("b", 12) + "," + svc("c", 13) + `]}`
+	f.mu.Unlock()
+	go w.Write([]byte(`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":410,"reason":"Expired"}}` + "\n"))
+	<-f.watches
+	waitFor(t, "the re-sync", func() bool { return st.ResourceVersion() == 14 })
+	evs, _, _, err := st.next(cursor)
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.typ+" "+ev.obj.name)
+	}
+	if err != nil || strings.Join(got, ",") != "MODIFIED b,ADDED c,DELETED a" {
+		t.Fatalf("the watches got %q (%v), want MODIFIED b, ADDED c, DELETED a", got, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.paths {
+		if !strings.Contains(p, "watch=1") {
+			t.Errorf("listed (%s): an upstream that serves watch-lists is never listed", p)
+		}
+	}
+	if len(f.paths) != 2 || !strings.Contains(f.paths[1], "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=7") {
+		t.Errorf("requests %q: want two watch-lists, the second not older than 7", f.paths)
+	}
+}
+
+// Against an upstream without watch-lists the store lists: first from the watch cache
+// (resourceVersion=0), after a 410 not older than what it holds.
+func TestReflectorListQueries(t *testing.T) {
+	st := NewStore(Resource{Version: "v1", Resource: "services"})
+	if q := st.listQuery(); q != "resourceVersion=0" {
+		t.Fatalf("first list %q", q)
+	}
+	st.replace(nil, 42, "v1", "Service")
+	if q := st.listQuery(); q != "resourceVersion=42&resourceVersionMatch=NotOlderThan" {
+		t.Fatalf("re-list %q", q)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 30s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // A shared store holds at most its bounds (issue 23: 400,000 tiny Services from the leader took
 // 158 MiB on every follower). A list past them is dropped as it is read and the store is not
 // served (its clients read the cloud); a watch that takes a served store past them empties it,
@@ -141,7 +238,7 @@ func TestStoreIsBounded(t *testing.T) {
 					default:
 					}
 				}}, nil
-			}, slog.New(slog.DiscardHandler))
+			}, nil, slog.New(slog.DiscardHandler))
 		}()
 		return failed, func() { cancel(); <-done }
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"time"
 
 	"nodehub/wire"
 )
@@ -20,6 +21,8 @@ type Store struct {
 	// gets 410 Expired and re-lists (from this store: no cloud traffic).
 	MaxEvents     int
 	MaxEventBytes int64
+	// Refused, if set, is the back-off of its loop after a 403 or 404 (listwatch.Loop.Refused).
+	Refused time.Duration
 	// MaxObjects and MaxBytes bound what the store holds (defaults DefaultMaxObjects and
 	// DefaultMaxBytes of raw objects): a leader (or a cloud) that sends more cannot take the
 	// node's memory. Past either the store empties and is not served, so the node's clients read
@@ -31,6 +34,7 @@ type Store struct {
 	objs       map[string]*object // by namespace/name
 	rv         uint64             // the store's resourceVersion
 	synced     bool               // a list has been applied
+	listed     chan struct{}      // closed when the first list is applied
 	relist     bool               // the upstream said the store's resourceVersion is too old
 	events     []event            // ascending resourceVersions
 	first      uint64             // sequence number of events[0]
@@ -40,6 +44,8 @@ type Store struct {
 	wake       chan struct{} // closed at each change
 	apiVersion string
 	kind       string
+
+	noWatchList watchListOff // upstreams that refused a watch-list
 }
 
 type event struct {
@@ -95,7 +101,7 @@ var errNotSynced = errors.New("pool: store not synced yet")
 
 // NewStore returns an empty store of res.
 func NewStore(res Resource) *Store {
-	return &Store{res: res, objs: map[string]*object{}, wake: make(chan struct{})}
+	return &Store{res: res, objs: map[string]*object{}, wake: make(chan struct{}), listed: make(chan struct{})}
 }
 
 // Synced reports whether the store holds a list to serve.
@@ -104,6 +110,9 @@ func (s *Store) Synced() bool {
 	defer s.mu.RUnlock()
 	return s.synced
 }
+
+// FirstSynced returns a channel closed once the store holds its first list.
+func (s *Store) FirstSynced() <-chan struct{} { return s.listed }
 
 // ResourceVersion is the store's resourceVersion (0 before the first list).
 func (s *Store) ResourceVersion() uint64 {
@@ -137,6 +146,11 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	}
 	if !s.synced {
 		s.objs, s.objBytes, s.rv, s.floor, s.synced, s.relist = newm, size, listRV, listRV, true, false
+		select {
+		case <-s.listed: // listed before, then emptied past its bounds (overflowLocked)
+		default:
+			close(s.listed)
+		}
 		s.notify()
 		return
 	}
@@ -158,7 +172,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	}
 	s.objs, s.objBytes, s.relist = newm, size, false
 	for _, ev := range evs {
-		s.push(ev)
+		s.push(ev, len(evs)) // the whole difference stays in the window: its watches carry on
 	}
 	if listRV > s.rv {
 		s.rv = listRV
@@ -194,7 +208,7 @@ func (s *Store) apply(typ string, o *object) {
 	if typ == wire.EventModified {
 		ev.prev = old.selectable()
 	}
-	s.push(ev)
+	s.push(ev, 0)
 	if o.rv > s.rv {
 		s.rv = o.rv
 	}
@@ -230,8 +244,10 @@ func (s *Store) needsList() bool {
 	return !s.synced || s.relist
 }
 
-// push appends an event to the window and drops the oldest beyond its bounds (lock held).
-func (s *Store) push(ev event) {
+// push appends an event to the window and drops the oldest beyond its bounds, but keeps at least
+// the last keep events whatever their bounds (a relist's difference, handed to the watches as one
+// batch: trimming it would send every watch back to list) (lock held).
+func (s *Store) push(ev event, keep int) {
 	if n := len(s.events); n > 0 && ev.rv < s.events[n-1].rv {
 		ev.rv = s.events[n-1].rv // keep the window ordered whatever an upstream does
 	}
@@ -244,7 +260,7 @@ func (s *Store) push(ev event) {
 	if maxB <= 0 {
 		maxB = 2 << 20
 	}
-	for len(s.events) > 1 && (len(s.events) > maxN || s.eventBytes > maxB) {
+	for len(s.events) > max(1, keep) && (len(s.events) > maxN || s.eventBytes > maxB) {
 		s.floor = s.events[0].rv
 		s.eventBytes -= int64(len(s.events[0].obj.raw))
 		s.events[0] = event{}

@@ -44,8 +44,24 @@ func (l *Lease) Heartbeat(ctx context.Context, rt http.RoundTripper) error {
 	return l.renew(ctx, rt, base, true)
 }
 
+// renew writes the renewal: in its smallest form, a merge patch of the renew time alone (about
+// 50 bytes instead of the whole lease), when that is all that differs from the cloud's copy (as
+// at almost every renewal); else the whole lease (kubelet changed its spec, or the hub's marks
+// are missing), conditional on the cloud's resourceVersion.
 func (l *Lease) renew(ctx context.Context, rt http.RoundTripper, base *wire.Lease, retry bool) error {
 	l.stamp(base)
+	if patch := l.renewPatch(base); patch != nil {
+		code, _, err := l.do(ctx, rt, http.MethodPatch, l.NodeName, patch)
+		if err != nil {
+			l.count("error")
+			return err
+		}
+		if code == http.StatusOK {
+			l.count("ok")
+		}
+		l.forgetIfGone(code)
+		return l.settle(code)
+	}
 	code, _, err := l.do(ctx, rt, http.MethodPut, l.NodeName, base)
 	if err != nil {
 		l.count("error")
@@ -62,7 +78,36 @@ func (l *Lease) renew(ctx context.Context, rt http.RoundTripper, base *wire.Leas
 	if code == http.StatusOK {
 		l.count("ok")
 	}
+	l.forgetIfGone(code)
 	return l.settle(code)
+}
+
+// forgetIfGone drops the cloud's copy after a 404: the lease was deleted, the next heartbeat
+// creates it again.
+func (l *Lease) forgetIfGone(code int) {
+	if code != http.StatusNotFound {
+		return
+	}
+	l.mu.Lock()
+	l.cloud = nil
+	l.mu.Unlock()
+}
+
+// renewPatch is the merge patch that turns the cloud's copy into lease when only the renew time
+// differs, else nil.
+func (l *Lease) renewPatch(lease *wire.Lease) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.cloud
+	if c == nil || c.UID == "" || lease.Spec.RenewTime == nil || c.Spec.RenewTime == nil ||
+		!maps.Equal(c.Labels, lease.Labels) || !maps.Equal(c.Annotations, lease.Annotations) ||
+		len(c.OwnerReferences) != len(lease.OwnerReferences) {
+		return nil
+	}
+	if !sameButRenewal(lease.Spec, c.Spec) {
+		return nil
+	}
+	return []byte(`{"spec":{"renewTime":"` + lease.Spec.RenewTime.UTC().Format("2006-01-02T15:04:05.000000Z07:00") + `"}}`)
 }
 
 func (l *Lease) create(ctx context.Context, rt http.RoundTripper) error {
@@ -95,6 +140,21 @@ func (l *Lease) stamp(lease *wire.Lease) {
 	}
 	lease.Labels = merged(lease.Labels, l.Labels)
 	lease.Annotations = merged(lease.Annotations, l.Annotations)
+	l.mu.Lock()
+	for k, v := range l.marks {
+		if cur, there := lease.Labels[k]; v == "" && !there || v != "" && cur == v {
+			continue
+		}
+		out := make(map[string]string, len(lease.Labels)+1)
+		maps.Copy(out, lease.Labels)
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+		lease.Labels = out
+	}
+	l.mu.Unlock()
 }
 
 // merged returns a copy of m with add's entries set (m itself when add is empty: m may be shared).
@@ -129,20 +189,29 @@ func (l *Lease) settle(code int) error {
 	return nil
 }
 
-// do sends one JSON request for the lease through rt and, on 2xx, records the cloud's object.
-func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name string, body *wire.Lease) (int, *wire.Lease, error) {
+// do sends one request for the lease through rt — body a lease in protobuf, or for PATCH a merge
+// patch — and, on 2xx, records the cloud's object.
+func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name string, body any) (int, *wire.Lease, error) {
 	path := "/apis/" + apiVersion + "/namespaces/" + Namespace + "/leases"
 	if name != "" {
 		path += "/" + name
 	}
 	var rd io.Reader
-	if body != nil {
-		body.APIVersion, body.Kind = apiVersion, "Lease"
-		data, err := wire.EncodeProto(apiVersion, "Lease", body)
+	ctype := wire.MediaProtobuf
+	switch b := body.(type) {
+	case *wire.Lease:
+		if b == nil {
+			body = nil
+			break
+		}
+		b.APIVersion, b.Kind = apiVersion, "Lease"
+		data, err := wire.EncodeProto(apiVersion, "Lease", b)
 		if err != nil {
 			return 0, nil, err
 		}
 		rd = bytes.NewReader(data)
+	case []byte:
+		rd, ctype = bytes.NewReader(b), "application/merge-patch+json"
 	}
 	req, err := http.NewRequestWithContext(ctx, method, path, rd) // rt fills in its server
 	if err != nil {
@@ -154,8 +223,8 @@ func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name strin
 	// pages a heartbeat faults back in.
 	req.Header.Set("Accept", wire.MediaProtobuf+", "+wire.MediaJSON)
 	req.Header.Set("User-Agent", "nodehub")
-	if body != nil {
-		req.Header.Set("Content-Type", wire.MediaProtobuf)
+	if rd != nil {
+		req.Header.Set("Content-Type", ctype)
 	}
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
@@ -195,4 +264,14 @@ func newerRV(a, b string) bool {
 		return true
 	}
 	return x >= y
+}
+
+// sameButRenewal reports whether two lease specs agree in everything but the renew time.
+func sameButRenewal(a, b wire.LeaseSpec) bool {
+	str := func(x, y *string) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+	i32 := func(x, y *int32) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+	at := func(x, y *metav1.MicroTime) bool { return x == nil && y == nil || x != nil && y != nil && x.Equal(y) }
+	return str(a.HolderIdentity, b.HolderIdentity) && i32(a.LeaseDurationSeconds, b.LeaseDurationSeconds) &&
+		at(a.AcquireTime, b.AcquireTime) && i32(a.LeaseTransitions, b.LeaseTransitions) &&
+		str(a.Strategy, b.Strategy) && str(a.PreferredHolder, b.PreferredHolder)
 }

@@ -45,6 +45,19 @@ type Lease struct {
 	kubeletSeen time.Time
 	cloud       *wire.Lease // what the cloud last returned: its metadata is the truth
 	lastCode    int
+	// marks are labels the hub sets and removes while it runs (SetLabel): value "" removes.
+	marks map[string]string
+}
+
+// SetLabel puts label key=value on the lease from the next renewal on, or removes it when value
+// is "" (pool sharing's leader mark).
+func (l *Lease) SetLabel(key, value string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.marks == nil {
+		l.marks = map[string]string{}
+	}
+	l.marks[key] = value
 }
 
 // New returns the lease of node, whose grace period starts now.

@@ -56,6 +56,25 @@ func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if c.bodies == nil {
 				c.bodies = map[string]int{}
 			}
+			if r.Method == http.MethodPatch { // the renewal's merge patch: the renew time alone
+				c.bodies[ct]++
+				var p struct {
+					Spec map[string]json.RawMessage `json:"spec"`
+				}
+				var at metav1.MicroTime
+				if ct != "application/merge-patch+json" || json.Unmarshal(data, &p) != nil || len(p.Spec) != 1 || json.Unmarshal(p.Spec["renewTime"], &at) != nil {
+					http.Error(w, "bad patch "+string(data), http.StatusBadRequest)
+					return
+				}
+				if c.lease == nil {
+					http.Error(w, "not found", http.StatusNotFound)
+					return
+				}
+				c.rv++
+				c.lease.Spec.RenewTime, c.lease.ResourceVersion = &at, strconv.Itoa(c.rv)
+				c.answer(w, r, http.StatusOK)
+				return
+			}
 			c.bodies[ct]++
 			var err error
 			if ct == wire.MediaProtobuf {
@@ -293,8 +312,8 @@ func heartbeatCreatesThenRenews(t *testing.T, jsonOnly bool) {
 	if err := l.Heartbeat(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cloud.took(), ","); got != "PUT" {
-		t.Fatalf("renewal sent %s, want PUT", got)
+	if got := strings.Join(cloud.took(), ","); got != "PATCH" {
+		t.Fatalf("renewal sent %s, want PATCH (the renew time alone)", got)
 	}
 	if !cloud.lease.Spec.RenewTime.Time.Equal(c.t) {
 		t.Fatalf("cloud renew time %v, want the hub's now %v", cloud.lease.Spec.RenewTime.Time, c.t)
@@ -305,8 +324,8 @@ func heartbeatCreatesThenRenews(t *testing.T, jsonOnly bool) {
 	if strings.Join(*renewals, ",") != "ok,ok" {
 		t.Fatalf("renewals counted %v", *renewals)
 	}
-	if len(cloud.bodies) != 1 || cloud.bodies[wire.MediaProtobuf] != 2 {
-		t.Fatalf("request bodies by content type: %v, want 2 in protobuf", cloud.bodies)
+	if len(cloud.bodies) != 2 || cloud.bodies[wire.MediaProtobuf] != 1 || cloud.bodies["application/merge-patch+json"] != 1 {
+		t.Fatalf("request bodies by content type: %v, want the creation in protobuf, the renewal a merge patch", cloud.bodies)
 	}
 }
 
@@ -318,6 +337,7 @@ func TestHeartbeatRetriesOnceOnConflict(t *testing.T) {
 	}
 	cloud.took()
 	cloud.bumpRV = true
+	l.Labels = map[string]string{"pool": "p2"} // more than the renew time changes: the whole lease
 	if err := l.Heartbeat(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
@@ -347,8 +367,8 @@ func TestHeartbeatOnlyReadsAfterKubeletsGrace(t *testing.T) {
 	if err := l.Heartbeat(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cloud.took(), ","); got != "PUT" {
-		t.Fatalf("heartbeat once kubelet is back sent %s, want PUT", got)
+	if got := strings.Join(cloud.took(), ","); got != "PATCH" {
+		t.Fatalf("heartbeat once kubelet is back sent %s, want PATCH", got)
 	}
 }
 
@@ -379,5 +399,36 @@ func TestNewerRV(t *testing.T) {
 		if got := newerRV(tt.a, tt.b); got != tt.want {
 			t.Errorf("newerRV(%q, %q) = %v", tt.a, tt.b, got)
 		}
+	}
+}
+
+// A label the hub sets while it runs (the pool leader's mark) goes on with the next renewal (the
+// whole lease: more than the renew time changed) and comes off again the same way.
+func TestHeartbeatSetsAndRemovesAMark(t *testing.T) {
+	l, _, cloud, rt, _ := newTestLease(t)
+	ctx := context.Background()
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	cloud.took()
+	l.SetLabel("lead", "p1")
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "PUT" || cloud.lease.Labels["lead"] != "p1" {
+		t.Fatalf("setting the mark sent %s, labels %v", got, cloud.lease.Labels)
+	}
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cloud.took(), ","); got != "PATCH" {
+		t.Fatalf("the next renewal sent %s, want PATCH", got)
+	}
+	l.SetLabel("lead", "")
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if _, there := cloud.lease.Labels["lead"]; there {
+		t.Fatalf("the mark stayed: %v", cloud.lease.Labels)
 	}
 }

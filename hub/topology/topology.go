@@ -23,6 +23,10 @@ import (
 // Source is the topology of this node: a filter.Topology, and the pool's members as OpenYurt's
 // NodePool names them. Build it with New, keep it current with Run.
 type Source struct {
+	// Returned, if set (before Run), returns a channel closed when the cloud came back: the
+	// informers end their back-off then (listwatch.Loop.Wake).
+	Returned func() <-chan struct{}
+
 	poolName string
 	fetch    listwatch.Fetch
 	log      *slog.Logger
@@ -281,34 +285,49 @@ func poolNodes(raw []byte) map[string]bool {
 }
 
 // informer lists path and then watches it from the list's resourceVersion, again and again (with
-// a back-off after failures) until ctx ends: listwatch's loop. tried, if set, is told once, when
-// the first list ended, however.
+// a back-off after failures) until ctx ends: listwatch's loop. A watch that ends is resumed from
+// the last resourceVersion it delivered (an event's or a bookmark's); only a 410 (or the first
+// time) lists again, from the apiserver's watch cache — a hub coming back after an outage does
+// not list every service again. tried, if set, is told once, when the first list ended, however.
 func (t *Source) informer(ctx context.Context, path, resource string, tried func(), onList func([][]byte), onEvent func(wire.WatchEvent)) {
 	fetch := t.fetch
 	sep := "?"
 	if strings.Contains(path, "?") {
 		sep = "&"
 	}
+	rv := ""
 	var once sync.Once
-	listwatch.Run(ctx, time.Second, 30*time.Second, func(ctx context.Context) (<-chan struct{}, error) {
-		var items [][]byte
-		meta, err := listwatch.List(ctx, fetch, path, func(raw []byte) error { items = append(items, raw); return nil })
-		if tried != nil && ctx.Err() == nil {
-			once.Do(tried)
+	listwatch.Loop{First: time.Second, Most: 30 * time.Second, Refused: time.Minute, Wake: t.Returned}.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
+		var err error
+		if rv == "" {
+			var items [][]byte
+			var meta wire.ListMeta
+			meta, err = listwatch.List(ctx, fetch, path+sep+"resourceVersion=0", func(raw []byte) error { items = append(items, raw); return nil })
+			if tried != nil && ctx.Err() == nil {
+				once.Do(tried)
+			}
+			if err == nil {
+				onList(items)
+				rv = meta.ResourceVersion
+			}
 		}
 		if err == nil {
-			onList(items)
-			items = nil
-			err = listwatch.Watch(ctx, fetch, path+sep+"watch=true&allowWatchBookmarks=true&resourceVersion="+url.QueryEscape(meta.ResourceVersion), 0, func(ev wire.WatchEvent) error {
-				switch ev.Type {
-				case wire.EventError:
+			err = listwatch.Watch(ctx, fetch, path+sep+"watch=true&allowWatchBookmarks=true&resourceVersion="+url.QueryEscape(rv), 0, func(ev wire.WatchEvent) error {
+				if ev.Type == wire.EventError {
+					rv = "" // the apiserver's in-stream 410: list again
 					return errors.New("error event")
-				case wire.EventBookmark:
-					return nil
 				}
-				onEvent(ev)
+				if m, err := wire.ExtractMeta(ev.Object, resource); err == nil && m.ResourceVersion != "" {
+					rv = m.ResourceVersion
+				}
+				if ev.Type != wire.EventBookmark {
+					onEvent(ev)
+				}
 				return nil
 			})
+			if listwatch.IsGone(err) {
+				rv = ""
+			}
 		}
 		if err != nil {
 			t.log.Debug("topology: "+resource+" list/watch", "err", err)

@@ -165,8 +165,9 @@ func requestCertificate(ctx context.Context, c *apiClient, spec CSRSpec, onCreat
 		onCreated(name)
 	}
 	defer c.http.CloseIdleConnections()
-	// Polled quickly at first (an auto-approved CSR is issued within seconds), then every 30 s
-	// once it has waited a minute (a kubelet-serving CSR may wait for a person or a controller).
+	// Polled quickly at first (an auto-approved CSR is issued within seconds), then from 30 s
+	// after it has waited a minute, doubling up to 5 minutes (a kubelet-serving CSR may wait for a
+	// person or a controller for days: each poll costs ~2 KB of uplink, 6 MiB a day at 30 s).
 	wait, since := 500*time.Millisecond, time.Now()
 	cur := created
 	for {
@@ -183,9 +184,13 @@ func requestCertificate(ctx context.Context, c *apiClient, spec CSRSpec, onCreat
 			return nil, fmt.Errorf("certs: CSR %s not issued: %w", name, ctx.Err())
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, 5*time.Second)
-		if time.Since(since) > time.Minute {
+		switch {
+		case time.Since(since) <= time.Minute:
+			wait = min(wait*2, 5*time.Second)
+		case wait < 30*time.Second:
 			wait = 30 * time.Second
+		default:
+			wait = min(wait*2, 5*time.Minute)
 		}
 		cur = csrObject{}
 		if err := c.do(ctx, http.MethodGet, csrPath+"/"+name, nil, &cur); err != nil {

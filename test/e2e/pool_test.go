@@ -106,16 +106,19 @@ func flatten(m map[string]string) string {
 }
 
 // truth is the apiserver's own list of the namespace's services and slices.
-func truth(ctx context.Context, ns string) (string, error) {
+func truth(ctx context.Context, ns string) (string, error) { return truthFrom(ctx, cluster.Admin, ns) }
+
+// truthFrom is truth as the apiserver cs talks to lists it.
+func truthFrom(ctx context.Context, cs kubernetes.Interface, ns string) (string, error) {
 	m := map[string]string{}
-	svcs, err := cluster.Admin.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", err
 	}
 	for _, s := range svcs.Items {
 		m["svc/"+s.Name] = s.ResourceVersion
 	}
-	sl, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+	sl, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", err
 	}
@@ -129,8 +132,14 @@ func truth(ctx context.Context, ns string) (string, error) {
 // event go backwards.
 func converge(t *testing.T, ctx context.Context, ns string, clients []*poolClient) {
 	t.Helper()
+	convergeWith(t, ctx, cluster.Admin, ns, clients)
+}
+
+// convergeWith is converge with the truth listed through cs.
+func convergeWith(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, clients []*poolClient) {
+	t.Helper()
 	eventually(t, 60*time.Second, "clients match the apiserver", func() error {
-		want, err := truth(ctx, ns)
+		want, err := truthFrom(ctx, cs, ns)
 		if err != nil {
 			return err
 		}

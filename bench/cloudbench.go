@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodehub/e2e/harness"
+)
+
+const benchKubeletUA = "kubelet/v1.34.4 (linux/arm64) kubernetes/bench"
+
+// benchCloud is what nodehub costs the cloud (issue 21): N hubs (each its own node, pool
+// addresses 127.0.1.x) behind one counting relay, each with a kubelet-like client (watches of its
+// node, its pods and the services; a GET of its node and of its lease every 10 s) and a
+// kube-proxy-like one (watches of services, endpointslices, its node and servicecidrs), over
+// -cloud-services Services with a 10-endpoint slice each. For N in -cloud-sizes and node-level and
+// lease mode it prints the idle uplink per node per day in each direction (and by purpose, from
+// nodehub_cloud_bytes_total), then black-holes the link for -cloud-cut while 5 slice updates/s
+// go on, and prints what the return cost the apiserver (its own LIST and WATCH counts, its and
+// etcd's CPU, the bytes it sent) and how long a change made 3 s after the return took to reach
+// every kube-proxy-like client. YurtHub is not run here (no build of it in this harness).
+func benchCloud(e *env, o options) error {
+	ctx := e.ctx
+	for name, rule := range map[string]rbacv1.PolicyRule{
+		"bench-cloud-scope":    {APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		"bench-cloud-cidrs":    {APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"get", "list", "watch"}},
+		"bench-cloud-election": {APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}},
+	} {
+		if err := e.c.BindNodes(ctx, name, rule); err != nil {
+			return err
+		}
+	}
+	ns := "cloud"
+	if err := e.c.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	if err := makeServices(ctx, e.c, ns, o.cloudServices); err != nil {
+		return err
+	}
+	fmt.Printf("\n## cloud cost (issue 21): N hubs behind a counting relay; each a kubelet-like client (watches its node, its pods, services; GETs its node and its lease every 10 s) and a kube-proxy-like one (watches services, endpointslices, its node, servicecidrs); %d Services with a 10-endpoint slice each; idle %v; then the link black-holed for %v while 5 slice updates/s go on; TCP payload counted by the relay. YurtHub: not run here (no YurtHub build in this harness); issue 21 quotes YurtHub v1.7 on the same workload at 10 hubs: idle 8.1 MiB/day cloud→edge, 7.0 edge→cloud; return 5 LISTs (0.26 MB), 59 WATCHes, 2.6 s apiserver+etcd CPU, a change after 5.7 s\n", o.cloudServices, o.cloudIdle, o.cloudCut)
+	var sizes []int
+	for _, s := range strings.Split(o.cloudSizes, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
+			sizes = append(sizes, n)
+		}
+	}
+	var edges []*harness.Edge
+	for _, n := range sizes {
+		for i := len(edges); i < n; i++ {
+			dir := filepath.Join(e.dir, fmt.Sprintf("cloud-edge-%d", i+1))
+			ed, err := e.c.NewEdge(ctx, fmt.Sprintf("cloud-%02d", i+1), net.IPv4(127, 0, 1, byte(i+2)), dir)
+			if err != nil {
+				return err
+			}
+			edges = append(edges, ed)
+		}
+		for _, mode := range strings.Split(o.cloudModes, ",") {
+			if err := cloudRun(e, o, mode, ns, edges[:n]); err != nil {
+				return fmt.Errorf("cloud %s N=%d: %w", mode, n, err)
+			}
+		}
+	}
+	return nil
+}
+
+// cloudClient is one client's watch through a hub; a JSON watch remembers the last bench mark it
+// saw (the label bench-mark on an object).
+type cloudWatch struct {
+	mark atomic.Value // string
+}
+
+func (w *cloudWatch) run(ctx context.Context, url, ua string, json bool) {
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("User-Agent", ua)
+		req.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
+		if json {
+			req.Header.Set("Accept", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		if !json {
+			_, _ = io.Copy(io.Discard, resp.Body)
+		} else {
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 64<<10), 4<<20)
+			for sc.Scan() {
+				line := sc.Text()
+				if i := strings.Index(line, `"bench-mark":"`); i >= 0 {
+					rest := line[i+len(`"bench-mark":"`):]
+					if j := strings.IndexByte(rest, '"'); j >= 0 {
+						w.mark.Store(rest[:j])
+					}
+				}
+			}
+		}
+		resp.Body.Close()
+		time.Sleep(time.Second) // a watch that ended: again, as an informer would (from "")
+	}
+}
+
+func (w *cloudWatch) has(mark string) bool {
+	v, _ := w.mark.Load().(string)
+	return v == mark
+}
+
+// apiCounts is the apiserver's account of requests by resource and verb: completed
+// (apiserver_request_total) and watches open (apiserver_longrunning_requests).
+type apiCounts map[string]float64 // "resource verb" → completed; "resource open" → open watches
+
+func readAPICounts(e *env) (apiCounts, error) {
+	raw, err := e.c.Admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(e.ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := apiCounts{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		total := strings.HasPrefix(line, "apiserver_request_total{")
+		open := strings.HasPrefix(line, "apiserver_longrunning_requests{")
+		if !total && !open || strings.Contains(line, `subresource="status"`) {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		res, verb := label(line, "resource"), label(line, "verb")
+		if total {
+			c[res+" "+verb] += v
+		} else if verb == "WATCH" {
+			c[res+" open"] += v
+		}
+	}
+	return c, nil
+}
+
+func label(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// startedSince is how many requests of verb on resource began between a and b.
+func startedSince(a, b apiCounts, resource, verb string) float64 {
+	n := b[resource+" "+verb] - a[resource+" "+verb]
+	if verb == "WATCH" {
+		n += b[resource+" open"] - a[resource+" open"]
+	}
+	return n
+}
+
+// cloudRun is one size and mode: idle, then the return.
+func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	n := len(edges)
+	relay, err := harness.NewRelay(strings.TrimPrefix(e.c.APIServers[0].URL, "https://"))
+	if err != nil {
+		return err
+	}
+	defer relay.Close()
+	var hubs []*harness.Hub
+	defer func() {
+		for _, h := range hubs {
+			h.Stop()
+		}
+	}()
+	for _, ed := range edges {
+		h, err := e.c.StartHub(ctx, harness.HubOptions{Bin: e.bin, Dir: ed.Dir, Servers: relay.URL(), Args: ed.PoolArgs(mode, harness.FreePort()), Env: strings.Fields(os.Getenv("HUB_ENV"))})
+		if err != nil {
+			return err
+		}
+		hubs = append(hubs, h)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for ready := false; !ready; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("hubs not ready (stores synced, one leader) within 3m")
+		}
+		time.Sleep(time.Second)
+		ready = true
+		leaders := 0
+		for _, h := range hubs {
+			if err := h.WaitHTTP(ctx, "/v1/readyz", 30*time.Second); err != nil {
+				return err
+			}
+			if v, _ := h.Metric("nodehub_pool_store_bytes"); v <= 0 {
+				ready = false
+			}
+			if v, _ := h.Metric(`nodehub_pool_role{role="leader"}`); v == 1 {
+				leaders++
+			}
+		}
+		ready = ready && (mode != "lease" || leaders == 1)
+	}
+	var proxies []*cloudWatch
+	var wg sync.WaitGroup
+	watch := func(url, ua string, json bool) *cloudWatch {
+		w := &cloudWatch{}
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx, url, ua, json) }()
+		return w
+	}
+	for i, h := range hubs {
+		node := edges[i].Name
+		byName := "fieldSelector=" + url("metadata.name="+node)
+		watch(h.ProxyURL+"/api/v1/nodes?watch=true&allowWatchBookmarks=true&"+byName, benchKubeletUA, false)
+		watch(h.ProxyURL+"/api/v1/pods?watch=true&allowWatchBookmarks=true&fieldSelector="+url("spec.nodeName="+node), benchKubeletUA, false)
+		watch(h.ProxyURL+"/api/v1/services?watch=true&allowWatchBookmarks=true", benchKubeletUA, false)
+		watch(h.ProxyURL+"/api/v1/services?watch=true&allowWatchBookmarks=true", kubeProxyUA, false)
+		proxies = append(proxies, watch(h.ProxyURL+"/apis/discovery.k8s.io/v1/endpointslices?watch=true&allowWatchBookmarks=true", kubeProxyUA, true))
+		watch(h.ProxyURL+"/api/v1/nodes?watch=true&allowWatchBookmarks=true&"+byName, kubeProxyUA, false)
+		watch(h.ProxyURL+"/apis/networking.k8s.io/v1/servicecidrs?watch=true&allowWatchBookmarks=true", kubeProxyUA, false)
+		wg.Add(1)
+		go func() { // kubelet's node status loop reads its node, and its lease controller its lease
+			defer wg.Done()
+			tick := time.NewTicker(10 * time.Second)
+			defer tick.Stop()
+			for {
+				_, _ = getAs(h.ProxyURL+"/api/v1/nodes/"+node, benchKubeletUA)
+				_, _ = getAs(h.ProxyURL+"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"+node, benchKubeletUA)
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+	}
+	time.Sleep(30 * time.Second) // the initial lists and watches
+	purposes := []string{"proxied", "heartbeat", "pool", "own"}
+	byPurpose := func() map[string]float64 {
+		m := map[string]float64{}
+		for _, h := range hubs {
+			for _, p := range purposes {
+				for _, d := range []string{"received", "sent"} {
+					v, _ := h.Metric(`nodehub_cloud_bytes_total{purpose="` + p + `",direction="` + d + `"}`)
+					m[p+" "+d] += v
+				}
+			}
+			v, _ := h.Metric("nodehub_node_reads_from_watch_total")
+			m["node reads"] += v
+		}
+		return m
+	}
+	down0, up0, p0 := relay.FromServer.Load(), relay.ToServer.Load(), byPurpose()
+	time.Sleep(o.cloudIdle)
+	down, up, p1 := relay.FromServer.Load()-down0, relay.ToServer.Load()-up0, byPurpose()
+	day := float64(24*time.Hour) / float64(o.cloudIdle) / float64(n) / (1 << 20)
+	fmt.Printf("cloud_idle_%s_%d_down\t%.1f MiB/day per node\t(cloud → edge; relay TCP payload over %v)\n", mode, n, float64(down)*day, o.cloudIdle)
+	fmt.Printf("cloud_idle_%s_%d_up\t%.1f MiB/day per node\t(edge → cloud)\n", mode, n, float64(up)*day)
+	var parts []string
+	for _, p := range purposes {
+		parts = append(parts, fmt.Sprintf("%s %.2f/%.2f", p, (p1[p+" received"]-p0[p+" received"])*day, (p1[p+" sent"]-p0[p+" sent"])*day))
+	}
+	fmt.Printf("cloud_idle_%s_%d_by_purpose\tMiB/day per node received/sent (bodies only): %s; kubelet node GETs answered from the watch: %.0f of %.0f\n",
+		mode, n, strings.Join(parts, ", "), p1["node reads"]-p0["node reads"], float64(n)*o.cloudIdle.Seconds()/10)
+
+	// The return.
+	api0, err := readAPICounts(e)
+	if err != nil {
+		return err
+	}
+	if err := relay.BlackHole(); err != nil {
+		return err
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	for start := time.Now(); time.Since(start) < o.cloudCut; {
+		<-tick.C
+		if _, err := e.c.Admin.DiscoveryV1().EndpointSlices(ns).Update(ctx, profileSlice(e.nextGen()%o.cloudServices, e.gen), metav1.UpdateOptions{}); err != nil {
+			fmt.Fprintln(os.Stderr, "cloud: update:", err)
+		}
+	}
+	tick.Stop()
+	api1, err := readAPICounts(e)
+	if err != nil {
+		return err
+	}
+	cpu := func() time.Duration {
+		a, _ := cpuTime(e.c.APIServers[0].Proc.Pid())
+		b, _ := cpuTime(e.c.Etcd.Pid())
+		return a + b
+	}
+	cpu0, bytes0 := cpu(), relay.FromServer.Load()
+	if err := relay.Pass(); err != nil {
+		return err
+	}
+	back := time.Now()
+	time.Sleep(3 * time.Second)
+	mark := fmt.Sprintf("m%d", time.Now().UnixNano())
+	patch := `{"metadata":{"labels":{"bench-mark":"` + mark + `"}}}`
+	made := time.Now()
+	if _, err := e.c.Admin.DiscoveryV1().EndpointSlices(ns).Patch(ctx, "svc-0007-x", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	var took time.Duration
+	for {
+		all := true
+		for _, w := range proxies {
+			all = all && w.has(mark)
+		}
+		if all {
+			took = time.Since(made)
+			break
+		}
+		if time.Since(made) > 2*time.Minute {
+			return fmt.Errorf("the change made after the return did not reach every client in 2m")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(10 * time.Second) // what the return set off settles
+	api2, err := readAPICounts(e)
+	if err != nil {
+		return err
+	}
+	var costs []string
+	for _, r := range []string{"endpointslices", "services", "leases", "nodes", "pods", "servicecidrs"} {
+		// api0→api1 is the cut: only the test's own requests; api1→api2 the return.
+		costs = append(costs, fmt.Sprintf("%s %.0f/%.0f", r, startedSince(api1, api2, r, "LIST"), startedSince(api1, api2, r, "WATCH")))
+	}
+	_ = api0
+	fmt.Printf("cloud_return_%s_%d\tLISTs/WATCHes the apiserver began in the return's first %v: %s\n", mode, n, time.Since(back).Round(time.Second), strings.Join(costs, ", "))
+	fmt.Printf("cloud_return_%s_%d_cost\t%.2f MB sent by the apiserver, %.1f s apiserver+etcd CPU (same window); a change made 3 s after the return reached all %d kube-proxy-like clients %v after it was made\n",
+		mode, n, float64(relay.FromServer.Load()-bytes0)/1e6, (cpu() - cpu0).Seconds(), n, took.Round(10*time.Millisecond))
+	cancel()
+	wg.Wait()
+	return nil
+}
+
+func url(s string) string { return strings.NewReplacer("=", "%3D", ",", "%2C", "!", "%21").Replace(s) }
+
+// getAs sends one GET through the hub as ua, accepting protobuf, and drains the answer.
+func getAs(u, ua string) (int, error) {
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	req.Header.Set("User-Agent", ua)
+	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf,application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
