@@ -23,19 +23,11 @@ import (
 // mode, and the leader's RSS and shared-store size.
 func benchPool(e *env, o options) error {
 	ctx := e.ctx
-	for name, rule := range map[string]rbacv1.PolicyRule{
+	ns := "pool"
+	if err := servicesFixture(e, ns, o.poolServices, map[string]rbacv1.PolicyRule{
 		"bench-pool-scope":    {APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 		"bench-pool-election": {APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}},
-	} {
-		if err := e.c.BindNodes(ctx, name, rule); err != nil {
-			return err
-		}
-	}
-	ns := "pool"
-	if err := e.c.EnsureNamespace(ctx, ns); err != nil {
-		return err
-	}
-	if err := makeServices(ctx, e.c, ns, o.poolServices); err != nil {
+	}); err != nil {
 		return err
 	}
 	var edges []*harness.Edge
