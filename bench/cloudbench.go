@@ -173,19 +173,11 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		return err
 	}
 	defer relay.Close()
-	var hubs []*harness.Hub
-	defer func() {
-		for _, h := range hubs {
-			h.Stop()
-		}
-	}()
-	for _, ed := range edges {
-		h, err := e.c.StartHub(ctx, harness.HubOptions{Bin: e.bin, Dir: ed.Dir, Servers: relay.URL(), Args: ed.PoolArgs(mode, harness.FreePort()), Env: strings.Fields(os.Getenv("HUB_ENV"))})
-		if err != nil {
-			return err
-		}
-		hubs = append(hubs, h)
+	hubs, err := startPoolHubs(ctx, e, mode, edges, relay)
+	if err != nil {
+		return err
 	}
+	defer stopHubs(hubs)
 	deadline := time.Now().Add(3 * time.Minute)
 	for ready := false; !ready; {
 		if time.Now().After(deadline) {
