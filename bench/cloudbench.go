@@ -36,20 +36,12 @@ const benchKubeletUA = "kubelet/v1.34.4 (linux/arm64) kubernetes/bench"
 // every kube-proxy-like client. YurtHub is not run here (no build of it in this harness).
 func benchCloud(e *env, o options) error {
 	ctx := e.ctx
-	for name, rule := range map[string]rbacv1.PolicyRule{
+	ns := "cloud"
+	if err := servicesFixture(e, ns, o.cloudServices, map[string]rbacv1.PolicyRule{
 		"bench-cloud-scope":    {APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 		"bench-cloud-cidrs":    {APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"get", "list", "watch"}},
 		"bench-cloud-election": {APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}},
-	} {
-		if err := e.c.BindNodes(ctx, name, rule); err != nil {
-			return err
-		}
-	}
-	ns := "cloud"
-	if err := e.c.EnsureNamespace(ctx, ns); err != nil {
-		return err
-	}
-	if err := makeServices(ctx, e.c, ns, o.cloudServices); err != nil {
+	}); err != nil {
 		return err
 	}
 	fmt.Printf("\n## cloud cost (issue 21): N hubs behind a counting relay; each a kubelet-like client (watches its node, its pods, services; GETs its node and its lease every 10 s) and a kube-proxy-like one (watches services, endpointslices, its node, servicecidrs); %d Services with a 10-endpoint slice each; idle %v; then the link black-holed for %v while 5 slice updates/s go on; TCP payload counted by the relay. YurtHub: not run here (no YurtHub build in this harness); issue 21 quotes YurtHub v1.7 on the same workload at 10 hubs: idle 8.1 MiB/day cloud→edge, 7.0 edge→cloud; return 5 LISTs (0.26 MB), 59 WATCHes, 2.6 s apiserver+etcd CPU, a change after 5.7 s\n", o.cloudServices, o.cloudIdle, o.cloudCut)
@@ -181,19 +173,11 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		return err
 	}
 	defer relay.Close()
-	var hubs []*harness.Hub
-	defer func() {
-		for _, h := range hubs {
-			h.Stop()
-		}
-	}()
-	for _, ed := range edges {
-		h, err := e.c.StartHub(ctx, harness.HubOptions{Bin: e.bin, Dir: ed.Dir, Servers: relay.URL(), Args: ed.PoolArgs(mode, harness.FreePort()), Env: strings.Fields(os.Getenv("HUB_ENV"))})
-		if err != nil {
-			return err
-		}
-		hubs = append(hubs, h)
+	hubs, err := startPoolHubs(ctx, e, mode, edges, relay)
+	if err != nil {
+		return err
 	}
+	defer stopHubs(hubs)
 	deadline := time.Now().Add(3 * time.Minute)
 	for ready := false; !ready; {
 		if time.Now().After(deadline) {

@@ -23,19 +23,11 @@ import (
 // mode, and the leader's RSS and shared-store size.
 func benchPool(e *env, o options) error {
 	ctx := e.ctx
-	for name, rule := range map[string]rbacv1.PolicyRule{
+	ns := "pool"
+	if err := servicesFixture(e, ns, o.poolServices, map[string]rbacv1.PolicyRule{
 		"bench-pool-scope":    {APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 		"bench-pool-election": {APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}},
-	} {
-		if err := e.c.BindNodes(ctx, name, rule); err != nil {
-			return err
-		}
-	}
-	ns := "pool"
-	if err := e.c.EnsureNamespace(ctx, ns); err != nil {
-		return err
-	}
-	if err := makeServices(ctx, e.c, ns, o.poolServices); err != nil {
+	}); err != nil {
 		return err
 	}
 	var edges []*harness.Edge
@@ -63,6 +55,27 @@ func benchPool(e *env, o options) error {
 	return nil
 }
 
+// startPoolHubs starts one hub per edge behind relay in the pool mode (HUB_ENV: their
+// environment); when one fails to start, those started are stopped.
+func startPoolHubs(ctx context.Context, e *env, mode string, edges []*harness.Edge, relay *harness.Relay) ([]*harness.Hub, error) {
+	var hubs []*harness.Hub
+	for _, ed := range edges {
+		h, err := e.c.StartHub(ctx, harness.HubOptions{Bin: e.bin, Dir: ed.Dir, Servers: relay.URL(), Args: ed.PoolArgs(mode, harness.FreePort()), Env: strings.Fields(os.Getenv("HUB_ENV"))})
+		if err != nil {
+			stopHubs(hubs)
+			return nil, err
+		}
+		hubs = append(hubs, h)
+	}
+	return hubs, nil
+}
+
+func stopHubs(hubs []*harness.Hub) {
+	for _, h := range hubs {
+		h.Stop()
+	}
+}
+
 // poolRun starts the five hubs in one mode, their clients, the updates, and returns the bytes the
 // apiserver sent during the updates.
 func poolRun(e *env, o options, mode, ns string, edges []*harness.Edge) (int64, error) {
@@ -73,19 +86,11 @@ func poolRun(e *env, o options, mode, ns string, edges []*harness.Edge) (int64, 
 		return 0, err
 	}
 	defer relay.Close()
-	var hubs []*harness.Hub
-	defer func() {
-		for _, h := range hubs {
-			h.Stop()
-		}
-	}()
-	for _, ed := range edges {
-		h, err := e.c.StartHub(ctx, harness.HubOptions{Bin: e.bin, Dir: ed.Dir, Servers: relay.URL(), Args: ed.PoolArgs(mode, harness.FreePort()), Env: strings.Fields(os.Getenv("HUB_ENV"))})
-		if err != nil {
-			return 0, err
-		}
-		hubs = append(hubs, h)
+	hubs, err := startPoolHubs(ctx, e, mode, edges, relay)
+	if err != nil {
+		return 0, err
 	}
+	defer stopHubs(hubs)
 	leader := -1
 	deadline := time.Now().Add(90 * time.Second)
 	for ready := false; !ready; {

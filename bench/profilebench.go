@@ -156,6 +156,20 @@ func profileSlice(i, gen int) *discoveryv1.EndpointSlice {
 	return s
 }
 
+// servicesFixture lets every node read by rules (a ClusterRole each, by name) and makes the
+// namespace ns with n Services and their slices (makeServices).
+func servicesFixture(e *env, ns string, n int, rules map[string]rbacv1.PolicyRule) error {
+	for name, rule := range rules {
+		if err := e.c.BindNodes(e.ctx, name, rule); err != nil {
+			return err
+		}
+	}
+	if err := e.c.EnsureNamespace(e.ctx, ns); err != nil {
+		return err
+	}
+	return makeServices(e.ctx, e.c, ns, n)
+}
+
 func makeServices(ctx context.Context, c *harness.Cluster, ns string, n int) error {
 	return parallel(n, func(i int) error {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%04d", i)},

@@ -63,6 +63,20 @@ func listBody(t *testing.T, rv string, pods ...*corev1.Pod) []byte {
 	return b
 }
 
+// reopen closes s and opens its directory again, as a restarted hub does; the store returned is
+// closed when the test ends.
+func reopen(t *testing.T, s *Store) *Store {
+	t.Helper()
+	dir := s.Path()
+	s.Close()
+	s2, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	return s2
+}
+
 func newManager(s *Store) *Manager {
 	return &Manager{Policy: Policy{Agents: strings.Split(DefaultAgents, ",")}, Store: s, Writer: NewWriter(s, 0, nil)}
 }

@@ -82,23 +82,31 @@ func checkReadable(t *testing.T, s *Store) int {
 	return n
 }
 
-func TestENOSPCMidChurn(t *testing.T) {
-	dir := mountTmpfs(t, "2m")
+// fullDiskStore opens a store on a tmpfs of size, with a manager whose writer counts the writes
+// that failed with ENOSPC in *failures.
+func fullDiskStore(t *testing.T, size string) (dir string, s *Store, m *Manager, failures *int) {
+	t.Helper()
+	dir = mountTmpfs(t, size)
 	s, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newManager(s)
-	var failures int
+	m = newManager(s)
+	failures = new(int)
 	m.Writer.OnError = func(_ Resource, err error) {
 		if errors.Is(err, syscall.ENOSPC) {
-			failures++
+			*failures++
 		}
 	}
+	return dir, s, m, failures
+}
+
+func TestENOSPCMidChurn(t *testing.T) {
+	dir, s, m, failures := fullDiskStore(t, "2m")
 	respond(t, m, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "kubelet",
 		listBody(t, "10", pod("a", "edge-1", "1", nil), pod("b", "edge-1", "2", nil)))
 	// Churn until the disk is full: every new pod carries 50 KB.
-	for round := 0; round < 40 && failures == 0; round++ {
+	for round := 0; round < 40 && *failures == 0; round++ {
 		var evs [][]byte
 		for i := 0; i < 10; i++ {
 			rv := fmt.Sprint(100 + round*10 + i)
@@ -106,7 +114,7 @@ func TestENOSPCMidChurn(t *testing.T) {
 		}
 		watchPods(t, m, evs)
 	}
-	if failures == 0 {
+	if *failures == 0 {
 		t.Fatal("the 2 MiB disk never filled: the test proves nothing")
 	}
 	if ro, _ := s.ReadOnly(); ro {
@@ -138,7 +146,7 @@ func TestENOSPCMidChurn(t *testing.T) {
 	}
 	s.Close()
 
-	s, err = Open(dir, nil)
+	s, err := Open(dir, nil)
 	if err != nil {
 		t.Fatalf("reopen after ENOSPC: %v", err)
 	}
@@ -257,18 +265,7 @@ func TestCorruptLogHeaderIsSetAside(t *testing.T) {
 // list record still does) leaves the list incomplete, also after a restart: kubelet must never
 // be answered [a, b] as its whole pod list and kill d (issue 23).
 func TestENOSPCInsideARelistLeavesTheListIncomplete(t *testing.T) {
-	dir := mountTmpfs(t, "1m")
-	s, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newManager(s)
-	var failures int
-	m.Writer.OnError = func(_ Resource, err error) {
-		if errors.Is(err, syscall.ENOSPC) {
-			failures++
-		}
-	}
+	dir, s, m, failures := fullDiskStore(t, "1m")
 	const url = "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1"
 	respond(t, m, "GET", url, "kubelet", listBody(t, "10", pod("a", "edge-1", "1", nil), pod("b", "edge-1", "2", nil)))
 	if _, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); res.Partial {
@@ -286,7 +283,7 @@ func TestENOSPCInsideARelistLeavesTheListIncomplete(t *testing.T) {
 	d := pod("d", "edge-1", "12", nil)
 	d.Annotations = map[string]string{"pad": noise(300 << 10)}
 	respond(t, m, "GET", url, "kubelet", listBody(t, "20", pod("a", "edge-1", "1", nil), pod("b", "edge-1", "2", nil), d))
-	if failures == 0 {
+	if *failures == 0 {
 		t.Fatal("pod d's write did not fail: the test proves nothing")
 	}
 	got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1")
@@ -296,12 +293,7 @@ func TestENOSPCInsideARelistLeavesTheListIncomplete(t *testing.T) {
 	if res.Record == nil || res.Record.ResourceVersion != "20" {
 		t.Fatalf("the re-list was not recorded (the test wants the small record to fit): %+v", res.Record)
 	}
-	s.Close()
-	s, err = Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopen(t, s)
 	if got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); !res.Partial {
 		t.Fatalf("after a restart, the re-list that lost d reads complete: %v", got)
 	}
@@ -329,13 +321,7 @@ func TestListRecordNamingAMissingObjectReadsPartial(t *testing.T) {
 	if got, res := names(t, s, "kubelet", "", "", "spec.nodeName=edge-1"); res.Partial || len(got) != 1 {
 		t.Fatalf("after b's deletion: %v partial %v", got, res.Partial)
 	}
-	dir := s.Path()
-	s.Close()
-	s2, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s)
 	if got, res := names(t, s2, "kubelet", "", "", "spec.nodeName=edge-1"); res.Partial || len(got) != 1 {
 		t.Fatalf("after b's deletion and a restart: %v partial %v", got, res.Partial)
 	}

@@ -150,13 +150,7 @@ func TestObjectWithMegabytesOfLabelsReadsBack(t *testing.T) {
 		}
 	}
 	check(s, "cached")
-	dir := s.Path()
-	s.Close()
-	s2, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s)
 	check(s2, "after a restart")
 }
 
@@ -176,13 +170,7 @@ func TestUnopenableRecordAtLoadMarksListsIncomplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := s.Path()
-	s.Close()
-	s2, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s)
 	if got, res := names(t, s2, "kubelet", "", "", "spec.nodeName=edge-1"); !res.Partial {
 		t.Fatalf("a list whose pod b could not be opened at load reads whole: %v", got)
 	}

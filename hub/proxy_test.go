@@ -251,6 +251,23 @@ func (f *proxyFixture) offline(t *testing.T) {
 	f.hub.state.set(remote.Unhealthy)
 }
 
+// runPool runs the hub's pool until the test ends and waits until its shared store of services
+// has synced; the context returned ends with the test.
+func (f *proxyFixture) runPool(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.hub.pool.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
+	for deadline := time.Now().Add(30 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shared store did not sync")
+		}
+	}
+	return ctx
+}
+
 type answer struct {
 	code   int
 	header http.Header
@@ -734,16 +751,7 @@ func TestProxyPoolScopeListsFromTheSharedStore(t *testing.T) {
 		c.Filters = filterConfig()
 		c.Pool.Resources = []pool.Resource{{Version: "v1", Resource: "services"}}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.hub.pool.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
-	for deadline := time.Now().Add(30 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the shared store did not sync")
-		}
-	}
+	f.runPool(t)
 	f.cloud.took()
 	a := f.do(t, http.MethodGet, "/api/v1/services", kubelet, "", "")
 	if a.code != http.StatusOK || !strings.Contains(a.body, `"clusterIP":"169.254.2.1"`) {
@@ -766,16 +774,7 @@ func TestOwnReadersReadTheSharedStore(t *testing.T) {
 	f := newProxyFixture(t, func(c *Config) {
 		c.Pool.Resources = []pool.Resource{{Version: "v1", Resource: "services"}}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.hub.pool.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
-	for deadline := time.Now().Add(30 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the shared store did not sync")
-		}
-	}
+	ctx := f.runPool(t)
 	f.cloud.took()
 	fetch := f.hub.ownFetch("topology")
 	resp, err := fetch(ctx, "/api/v1/services?resourceVersion=0")

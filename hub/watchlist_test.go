@@ -356,16 +356,7 @@ func TestProxyWatchListOfThePoolStore(t *testing.T) {
 	f := newProxyFixture(t, func(c *Config) {
 		c.Pool.Resources = []pool.Resource{{Version: "v1", Resource: "services"}}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.hub.pool.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
-	for deadline := time.Now().Add(30 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the shared store did not sync")
-		}
-	}
+	f.runPool(t)
 	path := "/api/v1/services?" + wlQuery
 	a := f.watchUntilListed(t, path, "kube-proxy/v1.37.2", "", false)
 	if names, end := a.added(t); strings.Join(names, ",") != "kubernetes" || end != "4" {

@@ -19,21 +19,7 @@ func (v *view) fixEndpoints(e *corev1.Endpoints, n note) bool {
 		var ready, notReady []corev1.EndpointAddress
 		moved := false
 		place := func(a corev1.EndpointAddress, wasReady bool) {
-			ref := a.TargetRef
-			if a.NodeName == nil || ref == nil || ref.Kind != "Pod" {
-				if wasReady {
-					ready = append(ready, a)
-				} else {
-					notReady = append(notReady, a)
-				}
-				return
-			}
-			ns := ref.Namespace
-			if ns == "" {
-				ns = e.Namespace
-			}
-			id := podID(*a.NodeName, ns+"/"+ref.Name)
-			p, ok := v.pods[id]
+			id, p, ok := v.reported(a.NodeName, a.TargetRef, e.Namespace)
 			if !ok {
 				if wasReady {
 					ready = append(ready, a)
@@ -41,9 +27,6 @@ func (v *view) fixEndpoints(e *corev1.Endpoints, n note) bool {
 					notReady = append(notReady, a)
 				}
 				return
-			}
-			if ref.UID != "" && p.UID != "" && string(ref.UID) != p.UID {
-				p = Pod{Gone: true}
 			}
 			fixed := false
 			if ip := p.sameFamily(a.IP); ip != "" && ip != a.IP {

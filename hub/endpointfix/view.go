@@ -51,27 +51,36 @@ func (v *view) mentions(raw []byte, pods map[string]Pod) bool {
 // slice said something else (fixed) or already what kubelet reported.
 type note func(slice, pod string, fixed bool)
 
+// reported returns the id and report of the pod an endpoint names (its nodeName and a Pod
+// targetRef, in namespace ns when the ref names none), ok when that pod is being corrected. A ref
+// whose UID is not the reported pod's names another pod of that name, one that does not run here:
+// it gets a gone pod.
+func (v *view) reported(node *string, ref *corev1.ObjectReference, ns string) (id string, p Pod, ok bool) {
+	if node == nil || ref == nil || ref.Kind != "Pod" {
+		return "", Pod{}, false
+	}
+	if ref.Namespace != "" {
+		ns = ref.Namespace
+	}
+	id = podID(*node, ns+"/"+ref.Name)
+	if p, ok = v.pods[id]; !ok {
+		return "", Pod{}, false
+	}
+	if ref.UID != "" && p.UID != "" && string(ref.UID) != p.UID {
+		p = Pod{Gone: true}
+	}
+	return id, p, true
+}
+
 // fixSlice corrects a decoded slice: each endpoint whose targetRef is a Pod being corrected and
 // whose nodeName is the node that reported it takes that report. Other endpoints are not touched.
 func (v *view) fixSlice(s *discoveryv1.EndpointSlice, n note) bool {
 	changed := false
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
-		ref := ep.TargetRef
-		if ep.NodeName == nil || ref == nil || ref.Kind != "Pod" {
-			continue
-		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = s.Namespace
-		}
-		id := podID(*ep.NodeName, ns+"/"+ref.Name)
-		p, ok := v.pods[id]
+		id, p, ok := v.reported(ep.NodeName, ep.TargetRef, s.Namespace)
 		if !ok {
 			continue
-		}
-		if ref.UID != "" && p.UID != "" && string(ref.UID) != p.UID {
-			p = Pod{Gone: true} // another pod of that name: the one the slice names does not run here
 		}
 		fixed := p.fix(ep, s.AddressType)
 		changed = changed || fixed

@@ -259,6 +259,35 @@ func kubeletPodStatus(ctx context.Context, kubelet kubernetes.Interface, ns, nam
 	return err
 }
 
+// createReadyPod creates p and sets its status as a kubelet would: running and ready at ip.
+func createReadyPod(t *testing.T, ctx context.Context, p *corev1.Pod, ip string) *corev1.Pod {
+	t.Helper()
+	created, err := cluster.Admin.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	updated, err := cluster.Admin.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return updated
+}
+
+// readersHave checks that every watcher has seen, and every reader lists, the wanted endpoints.
+func readersHave(ctx context.Context, ws []*sliceWatcher, readers map[string]kubernetes.Interface, ns string, services []string, wants ...want) error {
+	if err := watched(ws, services, wants...); err != nil {
+		return err
+	}
+	for name, cs := range readers {
+		if err := listed(ctx, cs, ns, services, wants...); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // After an offline reboot the node's pods come back with new IPs, not ready for a while. The
 // slices come from the real EndpointSlice controller; kubelet's status writes go through the hub
 // while the link is black-holed; kube-proxy-like readers (JSON and protobuf, list and watch) and
@@ -302,16 +331,7 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 			p.Spec.NodeName = "edge-2"
 		}
 		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080}}
-		created, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ips[name], PodIPs: []corev1.PodIP{{IP: ips[name]}},
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-		if _, err := cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		uids[name] = created.UID
+		uids[name] = createReadyPod(t, ctx, p, ips[name]).UID
 	}
 	services := []string{"web", "web-headless"}
 	for _, svc := range services {
@@ -378,38 +398,17 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 	})
 	p4 := newPod(ns, "web-4")
 	p4.Labels = map[string]string{"app": "web"}
-	p4, err = cluster.Admin.CoreV1().Pods(ns).Create(ctx, p4, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p4.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.4", PodIPs: []corev1.PodIP{{IP: "10.244.1.4"}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	if _, err := cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, p4, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createReadyPod(t, ctx, p4, "10.244.1.4")
 	before = append(before, want{"web-4", "10.244.1.4", true, true})
 	eventually(t, 30*time.Second, "online: the readers have the cloud's slices", func() error {
-		for name, cs := range readers {
-			if err := listed(ctx, cs, ns, services, before...); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		return watched(ws, services, before...)
+		return readersHave(ctx, ws, readers, ns, services, before...)
 	})
 
 	// v1 Endpoints too (the Endpoints controller's), as a CNI agent reads them.
 	eventually(t, 30*time.Second, "online: v1 Endpoints", func() error { return v1Endpoints(ctx, proxyJSON, ns, "web", before...) })
 
 	// The link goes black.
-	if err := relay.BlackHole(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "hub knows it is offline", func() error {
-		if v, _ := h.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 0 {
-			return fmt.Errorf("server still healthy")
-		}
-		return nil
-	})
+	blackHole(t, h, relay)
 
 	// The node reboots: web-1 comes back with a new IP, not ready yet, as kubelet reports it.
 	if err := kubeletPodStatus(ctx, kubelet, ns, "web-1", uids["web-1"], "10.244.1.11", false); err != nil {
@@ -418,30 +417,14 @@ func TestEndpointsFollowKubeletOffline(t *testing.T) {
 	// kubelet does not run web-4 (not in its pod list): not ready either.
 	notReady := []want{{"web-1", "10.244.1.11", false, false}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}, {"web-4", "10.244.1.4", false, false}}
 	eventually(t, 30*time.Second, "offline: every reader's watch and list follow kubelet (not ready, new IP)", func() error {
-		if err := watched(ws, services, notReady...); err != nil {
-			return err
-		}
-		for name, cs := range readers {
-			if err := listed(ctx, cs, ns, services, notReady...); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		return nil
+		return readersHave(ctx, ws, readers, ns, services, notReady...)
 	})
 	if err := kubeletPodStatus(ctx, kubelet, ns, "web-1", uids["web-1"], "10.244.1.11", true); err != nil {
 		t.Fatalf("kubelet's offline status write: %v", err)
 	}
 	after := []want{{"web-1", "10.244.1.11", true, true}, {"web-2", "10.244.1.2", true, true}, {"web-3", "10.244.2.3", true, true}, {"web-4", "10.244.1.4", false, false}}
 	eventually(t, 30*time.Second, "offline: the readers follow kubelet (ready)", func() error {
-		if err := watched(ws, services, after...); err != nil {
-			return err
-		}
-		for name, cs := range readers {
-			if err := listed(ctx, cs, ns, services, after...); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		return nil
+		return readersHave(ctx, ws, readers, ns, services, after...)
 	})
 	if err := v1Endpoints(ctx, proxyJSON, ns, "web", after...); err != nil {
 		t.Fatalf("offline v1 Endpoints: %v", err)
@@ -547,16 +530,7 @@ func TestEndpointsPoolSharesCorrections(t *testing.T) {
 		p := newPod(ns, name)
 		p.Labels = map[string]string{"app": "shared"}
 		p.Spec.NodeName = node
-		created, err := cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ips[name], PodIPs: []corev1.PodIP{{IP: ips[name]}},
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-		if _, err := cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		uids[name] = created.UID
+		uids[name] = createReadyPod(t, ctx, p, ips[name]).UID
 	}
 	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "shared"},
 		Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}}}
@@ -745,15 +719,7 @@ func TestEndpointsFollowHollowKubeletRestartedOffline(t *testing.T) {
 
 	// The link goes black; the node's kubelet restarts (its fake runtime starts every container
 	// again) and reports its pods through the hub.
-	if err := relay.BlackHole(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "hub knows it is offline", func() error {
-		if v, _ := hub.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 0 {
-			return fmt.Errorf("server still healthy")
-		}
-		return nil
-	})
+	blackHole(t, hub, relay)
 	if err := hn.Kubelet.Start(); err != nil {
 		t.Fatal(err)
 	}

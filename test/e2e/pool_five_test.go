@@ -31,6 +31,21 @@ type poolHub struct {
 	clients []*poolClient
 }
 
+// poolEdges makes n edges of one pool: edge-1..edge-n, each its own node certificate, pool
+// addresses 127.0.0.2 on.
+func poolEdges(t *testing.T, ctx context.Context, n int) []*harness.Edge {
+	t.Helper()
+	var edges []*harness.Edge
+	for i := 1; i <= n; i++ {
+		e, err := cluster.NewEdge(ctx, fmt.Sprintf("edge-%d", i), net.IPv4(127, 0, 0, byte(i+1)), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		edges = append(edges, e)
+	}
+	return edges
+}
+
 // startPoolHubs starts one hub per edge behind relay in the given sharing mode ("none": no
 // sharing at all; "node": node level only; "lease": the pool elects a leader).
 func startPoolHubs(t *testing.T, ctx context.Context, mode string, edges []*harness.Edge, relay *harness.Relay) []*poolHub {
@@ -108,14 +123,7 @@ func TestPoolFiveHubsLeaseSharingAndFailover(t *testing.T) {
 	ns := "pool-five"
 	slices := poolFixture(t, ctx, ns, 20)
 	bindNodes(t, "e2e-pool-election", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}})
-	var edges []*harness.Edge
-	for i := 1; i <= 5; i++ {
-		e, err := cluster.NewEdge(ctx, fmt.Sprintf("edge-%d", i), net.IPv4(127, 0, 0, byte(i+1)), t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		edges = append(edges, e)
-	}
+	edges := poolEdges(t, ctx, 5)
 	target := strings.TrimPrefix(cluster.APIServers[0].URL, "https://")
 	churnFor := 20 * time.Second
 	if s := os.Getenv("NODEHUB_POOL_CHURN"); s != "" { // e.g. 3s for a quicker run

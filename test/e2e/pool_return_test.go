@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -94,14 +93,7 @@ func TestPoolRegionReturn(t *testing.T) {
 	ns := "pool-return"
 	slices := poolFixture(t, ctx, ns, 20)
 	bindNodes(t, "e2e-pool-election", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}})
-	var edges []*harness.Edge
-	for i := 1; i <= 5; i++ {
-		e, err := cluster.NewEdge(ctx, fmt.Sprintf("edge-%d", i), net.IPv4(127, 0, 0, byte(i+1)), t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		edges = append(edges, e)
-	}
+	edges := poolEdges(t, ctx, 5)
 	relay, err := harness.NewRelay(strings.TrimPrefix(cluster.APIServers[0].URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
