@@ -60,8 +60,10 @@ func TestFaultsLinkFlapping(t *testing.T) {
 	h := startHubServers(t, relay.URL(), "--profiling")
 	pid := h.Pid()
 
-	// The cloud's side: the counter goes up every second; written[n] is set before n is written.
-	var latest atomic.Int64
+	// The cloud's side: the counter goes up every second; latest is set before n is written (no
+	// answer may be newer), stored once the cloud took it (the value clients must reach). A stop
+	// comes between two writes, never in the middle of one.
+	var latest, stored atomic.Int64
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	var churnDone sync.WaitGroup
 	churnDone.Add(1)
@@ -71,8 +73,10 @@ func TestFaultsLinkFlapping(t *testing.T) {
 		for n := int64(1); churnCtx.Err() == nil; n++ {
 			latest.Store(n)
 			patch := fmt.Sprintf(`{"data":{"n":"%d"}}`, n)
-			if _, err := cluster.Admin.CoreV1().ConfigMaps(ns).Patch(churnCtx, "counter", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil && churnCtx.Err() == nil {
+			if _, err := cluster.Admin.CoreV1().ConfigMaps(ns).Patch(ctx, "counter", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 				t.Logf("churn: %v", err)
+			} else {
+				stored.Store(n)
 			}
 			select {
 			case <-churnCtx.Done():
@@ -178,7 +182,7 @@ func TestFaultsLinkFlapping(t *testing.T) {
 	// The link stays up: the clients catch up with the cloud.
 	stopChurn()
 	churnDone.Wait()
-	final := latest.Load()
+	final := stored.Load()
 	eventually(t, 60*time.Second, "clients at the cloud's last value", func() error {
 		if seen[0].Load() != final || seen[1].Load() != final {
 			return fmt.Errorf("clients at %d/%d, the cloud at %d", seen[0].Load(), seen[1].Load(), final)
