@@ -47,15 +47,22 @@ func saPoolReader(t *testing.T, ns, name string) string {
 	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-pool-reader"},
-		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}}}}
+	return saToken(t, ctx, ns, name, "pool-reader", rbacv1.PolicyRule{Verbs: []string{"get", "list", "watch"},
+		APIGroups: []string{"", "discovery.k8s.io"}, Resources: []string{"services", "endpointslices"}})
+}
+
+// saToken creates the ServiceAccount ns/name, bound to the ClusterRole e2e-<role> that rule
+// makes, and returns a token for it.
+func saToken(t *testing.T, ctx context.Context, ns, name, role string, rule rbacv1.PolicyRule) string {
+	t.Helper()
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + role}, Rules: []rbacv1.PolicyRule{rule}}
 	if _, err := cluster.Admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-pool-reader-" + ns + "-" + name},
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + role + "-" + ns + "-" + name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cr.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
 	if _, err := cluster.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -400,24 +399,6 @@ func TestWatchListOffline(t *testing.T) {
 // corednsToken makes a ServiceAccount that may read what CoreDNS reads, and a token of it.
 func corednsToken(t *testing.T, ctx context.Context, ns string) string {
 	t.Helper()
-	const name = "coredns-wl"
-	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + name}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "discovery.k8s.io"},
-		Resources: []string{"services", "endpointslices", "namespaces", "pods"}, Verbs: []string{"list", "watch"}}}}
-	if _, err := cluster.Admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cr.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
-	if _, err := cluster.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	tr, err := cluster.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
+	return saToken(t, ctx, ns, "coredns-wl", "coredns-wl", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io"},
+		Resources: []string{"services", "endpointslices", "namespaces", "pods"}, Verbs: []string{"list", "watch"}})
 }
