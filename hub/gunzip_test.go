@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"nodehub/wire"
 )
 
@@ -26,9 +23,7 @@ func TestProxyGzipWatchListIsPlainKeptAndAnsweredOffline(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			f := newProxyFixture(t, nil)
-			ca := encodeObj(t, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
-				ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "default", UID: "u-ca", ResourceVersion: "3"},
-				Data:       map[string]string{"ca.crt": "PEM"}}, pb)
+			ca := rootCA(t, pb)
 			stream := initialEvents(pb, "v1", "ConfigMap", "11", ca)
 			gzipped := make(chan bool, 1)
 			f.cloud.mu.Lock()

@@ -85,6 +85,14 @@ func watchLists(c *fakeCloud, pb bool, streams map[string][]byte) {
 	}
 }
 
+// rootCA is kube-root-ca.crt as the apiserver writes it in the format (every pod's ServiceAccount
+// volume needs it).
+func rootCA(t *testing.T, pb bool) []byte {
+	return encodeObj(t, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "default", UID: "u-ca", ResourceVersion: "3"},
+		Data:       map[string]string{"ca.crt": "PEM"}}, pb)
+}
+
 // watched is a watch's answer as a client read it.
 type watched struct {
 	code   int
@@ -199,9 +207,7 @@ func TestProxyWatchListIsKeptAndAnsweredOffline(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newProxyFixture(t, nil)
 			web, web2 := encodeObj(t, testPod("web", "node-a", "5"), pb), encodeObj(t, testPod("web2", "node-a", "6"), pb)
-			ca := encodeObj(t, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
-				ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "default", UID: "u-ca", ResourceVersion: "3"},
-				Data:       map[string]string{"ca.crt": "PEM"}}, pb)
+			ca := rootCA(t, pb)
 			podStream := initialEvents(pb, "v1", "Pod", "10", web, web2)
 			watchLists(f.cloud, pb, map[string][]byte{
 				"/api/v1/pods":                          podStream,
