@@ -64,6 +64,16 @@ func refused(err error) bool {
 	return errors.As(err, &se) && (se.Code == http.StatusForbidden || se.Code == http.StatusNotFound)
 }
 
+// maxRefused bounds the back-off of a loop the cloud keeps refusing (Loop.Refused): an API
+// installed later, or a permission granted, is noticed within half an hour.
+const maxRefused = 30 * time.Minute
+
+// nextRefusal is the back-off after one more refusal in a row: double, up to maxRefused (or the
+// loop's first refusal back-off, if that is longer).
+func nextRefusal(cur, first time.Duration) time.Duration {
+	return min(2*cur, max(first, maxRefused))
+}
+
 // maxRetryAfter bounds a Retry-After the loop honours: a server's figure is a hint, not a lease
 // on the hub's freshness.
 const maxRetryAfter = 5 * time.Minute
@@ -166,9 +176,11 @@ type Loop struct {
 	// First and Most bound the back-off after a failure: it starts at First and doubles up to
 	// Most.
 	First, Most time.Duration
-	// Refused, if set, is the back-off after an answer 403 or 404 (an API the cluster does not
-	// serve, or this identity may not read): such answers do not change by the minute, and each
-	// retry costs the link a request and an error. Default Most.
+	// Refused, if set, is the first back-off after an answer 403 or 404 (an API the cluster does
+	// not serve, or this identity may not read: since Kubernetes 1.32 a node may list no Node but
+	// its own). Such answers do not change by the minute and each retry costs the link a request
+	// and an error (~0.7 KB: 1 MiB a day at one a minute), so the back-off doubles with every
+	// refusal in a row up to maxRefused (or Refused, if longer). Default Most.
 	Refused time.Duration
 	// Wake, if set, returns a channel closed when every loop should stop waiting out its back-off
 	// (the cloud turned reachable again: the hub spreads that moment over a short random window
@@ -182,7 +194,7 @@ type Loop struct {
 // 429 with Retry-After the loop waits that long (at least), whatever wakes it: meanwhile the
 // caller's clients are answered from what it holds.
 func (l Loop) Run(ctx context.Context, step func(ctx context.Context) (wake <-chan struct{}, err error)) {
-	backoff := l.First
+	backoff, refusal := l.First, l.Refused
 	for ctx.Err() == nil {
 		var woken <-chan struct{}
 		if l.Wake != nil {
@@ -190,7 +202,7 @@ func (l Loop) Run(ctx context.Context, step func(ctx context.Context) (wake <-ch
 		}
 		wake, err := step(ctx)
 		if err == nil {
-			backoff = l.First
+			backoff, refusal = l.First, l.Refused
 			continue
 		}
 		if ra := RetryAfter(err); ra > 0 {
@@ -206,7 +218,8 @@ func (l Loop) Run(ctx context.Context, step func(ctx context.Context) (wake <-ch
 		}
 		wait := backoff
 		if l.Refused > 0 && refused(err) {
-			wait = max(backoff, l.Refused)
+			wait = max(backoff, refusal)
+			refusal = nextRefusal(refusal, l.Refused)
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -171,6 +171,46 @@ func TestLoopHonoursRetryAfter(t *testing.T) {
 	}
 }
 
+// Refusals in a row double the back-off from Refused up to half an hour (a node refused a list
+// it may never make costs the link a few requests a day, not one a minute); a longer Refused
+// stays as it is.
+func TestRefusalsInARowBackOffFurther(t *testing.T) {
+	var got []time.Duration
+	for w, i := time.Minute, 0; i < 8; i++ {
+		got = append(got, w)
+		w = nextRefusal(w, time.Minute)
+	}
+	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute, 30 * time.Minute}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("back-offs %v, want %v", got, want)
+		}
+	}
+	if nextRefusal(time.Hour, time.Hour) != time.Hour {
+		t.Fatal("a Refused longer than the cap must stay")
+	}
+	// The loop waits at least that long between refusals (a timer never fires early, so the
+	// lower bounds hold on a loaded machine) and a success starts again from Refused.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var at []time.Time
+	Loop{First: time.Microsecond, Most: time.Microsecond, Refused: time.Millisecond}.Run(ctx, func(context.Context) (<-chan struct{}, error) {
+		at = append(at, time.Now())
+		switch len(at) {
+		case 6:
+			return nil, nil
+		case 8:
+			cancel()
+		}
+		return nil, &StatusError{Code: http.StatusForbidden}
+	})
+	for i, least := range []time.Duration{1, 2, 4, 8, 16, 0, 1} {
+		if gap := at[i+1].Sub(at[i]); gap < least*time.Millisecond {
+			t.Fatalf("gap %d: %v, want at least %v ms (calls at %v)", i, gap, least, at)
+		}
+	}
+}
+
 // A 403 or 404 (an API the cluster does not serve) is retried after Refused, not Most.
 func TestLoopRefusedBackOff(t *testing.T) {
 	if !refused(&StatusError{Code: http.StatusNotFound}) || !refused(&StatusError{Code: http.StatusForbidden}) || refused(&StatusError{Code: http.StatusGone}) || refused(errors.New("x")) {
