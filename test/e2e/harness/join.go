@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -91,23 +93,35 @@ func (c *Cluster) SetupJoin(ctx context.Context, id, secret string) error {
 // as the cluster's approver (OpenYurt's yurt-manager, or an admin) would.
 func (c *Cluster) ApproveServingCSRs(ctx context.Context) {
 	for ctx.Err() == nil {
-		list, err := c.Admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-		if err == nil {
-			for i := range list.Items {
-				csr := &list.Items[i]
-				if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || csr.Spec.Username != "system:node:"+NodeName || len(csr.Status.Conditions) > 0 {
-					continue
-				}
-				csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-					Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "E2E", Message: "approved by the e2e test"})
-				_, _ = c.Admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
-			}
-		}
+		_, _ = c.ApprovePendingServingCSRs(ctx, NodeName)
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// ApprovePendingServingCSRs approves the kubelet-serving CSRs of the named nodes that wait for a
+// decision now, as the cluster's approver would, and says how many it approved.
+func (c *Cluster) ApprovePendingServingCSRs(ctx context.Context, nodes ...string) (int, error) {
+	list, err := c.Admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		csr := &list.Items[i]
+		if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || !slices.Contains(nodes, strings.TrimPrefix(csr.Spec.Username, "system:node:")) || len(csr.Status.Conditions) > 0 {
+			continue
+		}
+		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "E2E", Message: "approved by the e2e test"})
+		if _, err := c.Admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
