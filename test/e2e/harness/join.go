@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -93,7 +92,7 @@ func (c *Cluster) SetupJoin(ctx context.Context, id, secret string) error {
 // as the cluster's approver (OpenYurt's yurt-manager, or an admin) would.
 func (c *Cluster) ApproveServingCSRs(ctx context.Context) {
 	for ctx.Err() == nil {
-		_, _ = c.ApprovePendingServingCSRs(ctx, NodeName)
+		_, _ = c.ApprovePendingServingCSRs(ctx, "system:node:"+NodeName)
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond):
@@ -101,9 +100,10 @@ func (c *Cluster) ApproveServingCSRs(ctx context.Context) {
 	}
 }
 
-// ApprovePendingServingCSRs approves the kubelet-serving CSRs of the named nodes that wait for a
-// decision now, as the cluster's approver would, and says how many it approved.
-func (c *Cluster) ApprovePendingServingCSRs(ctx context.Context, nodes ...string) (int, error) {
+// ApprovePendingServingCSRs approves the kubelet-serving CSRs of the named users (system:node:
+// and the node's name) that wait for a decision now, as the cluster's approver would, and says
+// how many it approved.
+func (c *Cluster) ApprovePendingServingCSRs(ctx context.Context, users ...string) (int, error) {
 	list, err := c.Admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err
@@ -111,7 +111,7 @@ func (c *Cluster) ApprovePendingServingCSRs(ctx context.Context, nodes ...string
 	n := 0
 	for i := range list.Items {
 		csr := &list.Items[i]
-		if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || !slices.Contains(nodes, strings.TrimPrefix(csr.Spec.Username, "system:node:")) || len(csr.Status.Conditions) > 0 {
+		if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || !slices.Contains(users, csr.Spec.Username) || len(csr.Status.Conditions) > 0 {
 			continue
 		}
 		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
