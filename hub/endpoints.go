@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"nodehub/hub/remote"
 )
 
 // hubMux serves the hub's own endpoints on --bind-address:--serve-port, guarded by loopbackOnly.
@@ -102,6 +104,21 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	if s.cache != nil && s.cfg.CacheMaxBytes > 0 && s.cache.Store.Size() >= s.cfg.CacheMaxBytes {
 		fmt.Fprintf(w, "cache full: %d of %d bytes; new objects are not cached\n", s.cache.Store.Size(), s.cfg.CacheMaxBytes)
+	}
+}
+
+// topologyReady reports whether the filters' data is loaded: the topology when servicetopology is
+// in use. Offline it does not hold readiness (offline answers come from the cache, which holds
+// filtered answers).
+func (s *Server) topologyReady() bool {
+	if !s.filters.Uses("servicetopology") {
+		return true
+	}
+	select {
+	case <-s.topo.Synced():
+		return true
+	default:
+		return s.state.get() == remote.Unhealthy
 	}
 }
 

@@ -97,10 +97,10 @@ func (s *Server) relistNodePods(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if chain := s.chain(ri); chain != nil && resp.StatusCode == http.StatusOK {
-		s.filter(chain, ri, resp)
+	if chain := s.pipe.chain(ri); chain != nil && resp.StatusCode == http.StatusOK {
+		s.pipe.filter(chain, ri, resp)
 	}
-	s.keep(ri, "kubelet", resp)
+	keep(s.cache, ri, "kubelet", resp)
 	_, err = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	return err

@@ -48,11 +48,11 @@ func fromLoopback(r *http.Request) bool {
 // limitBody puts a deadline on reading the request body (Config.BodyTimeout), lifted once the
 // body is read: a client trickling a body in does not hold its in-flight slot for long. Nothing
 // for requests without a body and for upgrades (their connection outlives the request).
-func (s *Server) limitBody(w http.ResponseWriter, r *http.Request, ri *wire.RequestInfo) *timedBody {
+func (p *pipeline) limitBody(w http.ResponseWriter, r *http.Request, ri *wire.RequestInfo) *timedBody {
 	if r.Body == nil || r.Body == http.NoBody || isUpgrade(r, ri) || r.ContentLength == 0 {
 		return nil
 	}
-	d := s.cfg.BodyTimeout
+	d := p.bodyTimeout
 	if d <= 0 {
 		d = DefaultBodyTimeout
 	}

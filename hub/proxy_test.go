@@ -34,7 +34,7 @@ func filterConfig() filter.Config {
 	return filter.Config{Enabled: true, MasterServiceHost: "169.254.2.1", MasterServicePort: 10268, NodeName: "node-a"}
 }
 
-// Unit tests of the proxy port (serveProxy), with no control plane: a fake
+// Unit tests of the proxy port (the pipeline, pipeline.ServeHTTP), with no control plane: a fake
 // cloud (an httptest TLS server that asks for a client certificate) stands in for the
 // kube-apiserver, the hub's cache is a temporary directory, and the hub's notion of the cloud's
 // reachability is set by the test. The e2e tests (test/e2e proxy_test, offline_test, cache_test,
@@ -228,7 +228,7 @@ func newProxyFixture(t *testing.T, adjust func(*Config)) *proxyFixture {
 		t.Fatal(err)
 	}
 	s.state.set(remote.Healthy) // as if the first heartbeat had answered
-	front := httptest.NewServer(http.HandlerFunc(s.serveProxy))
+	front := httptest.NewServer(s.pipe)
 	t.Cleanup(func() {
 		front.CloseClientConnections()
 		front.Close()
@@ -456,7 +456,7 @@ func TestProxyTokenRequestsKeepTheirOwnIdentityAndCache(t *testing.T) {
 // its own it is refused before anything else.
 func TestProxyLendsTheNodesIdentityOnlyOverLoopback(t *testing.T) {
 	f := newProxyFixture(t, nil)
-	h := http.HandlerFunc(f.hub.serveProxy)
+	h := f.hub.pipe
 	for _, auth := range []string{"", "Bearer a-token"} {
 		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/pods/web", nil)
 		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(169, 254, 2, 1), Port: 10261}))
@@ -661,7 +661,7 @@ func TestProxyNodeGetFromTheWatch(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	deadline := time.Now().Add(30 * time.Second)
-	for f.hub.node.fresh(time.Now(), true) != nil {
+	for f.hub.pipe.node.fresh(time.Now(), true) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the copy stayed fresh after its watch ended")
 		}

@@ -81,7 +81,7 @@ type port struct {
 
 // ports are the proxy port (also on the extra hosts), the hub port and a leader's pool port.
 func (s *Server) ports() []port {
-	proxyHandler := http.HandlerFunc(s.serveProxy)
+	proxyHandler := s.pipe
 	ports := []port{
 		{name: "proxy", addr: s.cfg.ProxyAddr, h: proxyHandler},
 		{name: "hub", addr: s.cfg.HubAddr, h: s.hubMux()},
