@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"nodehub/hub/remote"
 )
 
 // hubMux serves the hub's own endpoints on --bind-address:--serve-port, guarded by loopbackOnly.
@@ -57,10 +55,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if err := s.cfg.Credentials.Err(); err != nil {
 		reasons = append(reasons, err.Error())
 	}
-	reached := false
-	for _, b := range s.balancer.Backends {
-		reached = reached || b.Reached()
-	}
+	reached := s.state.Reached()
 	if !reached && s.cache != nil && len(s.cache.Store.Owners()) > 0 {
 		reached = true // offline with a cache: the node is served from it
 	}
@@ -118,7 +113,7 @@ func (s *Server) topologyReady() bool {
 	case <-s.topo.Synced():
 		return true
 	default:
-		return s.state.get() == remote.Unhealthy
+		return s.state.unreachable()
 	}
 }
 

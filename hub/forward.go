@@ -176,7 +176,7 @@ func (p *pipeline) fallback(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
 	v := q.ri.Verb
-	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !p.balancer.Healthy()) {
+	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !p.online.Online()) {
 		p.metrics.offline.Inc(verbLabel(v))
 		p.local.ServeHTTP(w, q.r, q.local)
 		return

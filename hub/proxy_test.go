@@ -726,20 +726,34 @@ func TestProxyKeepsTokensForOffline(t *testing.T) {
 	}
 }
 
-// A write the offline proxy answers (an event) that the cloud leaves unanswered, with no server
-// healthy, gets the offline answer rather than a 503.
+// A write the offline proxy answers (an event) that the cloud leaves unanswered while the hub
+// learns that no server is healthy gets the offline answer rather than a 503; a write it does not
+// answer (a configmap) gets the 503.
 func TestProxyUnansweredWriteGetsTheOfflineAnswer(t *testing.T) {
 	f := newProxyFixture(t, nil)
-	f.cloud.srv.CloseClientConnections()
-	f.cloud.srv.Close()
-	if f.hub.balancer.Healthy() {
-		t.Skip("no heartbeat ran, yet a server counts healthy")
+	arrived := make(chan struct{}, 1)
+	f.cloud.handle = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, r.Body) // (the server then notices the hub going away)
+		arrived <- struct{}{}
+		<-r.Context().Done() // never answered: the link is gone
+		return true
+	}
+	// post sends a write the cloud holds; once it is there, the health checker's verdict comes:
+	// no server is healthy.
+	post := func(path, body string) answer {
+		t.Helper()
+		f.hub.state.set(remote.Healthy)
+		go func() { <-arrived; f.hub.state.set(remote.Unhealthy) }()
+		return f.do(t, http.MethodPost, path, kubelet, "", body)
 	}
 	ev := `{"kind":"Event","apiVersion":"v1","metadata":{"name":"e1","namespace":"default"},"reason":"Started"}`
-	if a := f.do(t, http.MethodPost, "/api/v1/namespaces/default/events", kubelet, "", ev); a.code != http.StatusCreated || !strings.Contains(a.body, `"name":"e1"`) {
+	if a := post("/api/v1/namespaces/default/events", ev); a.code != http.StatusCreated || !strings.Contains(a.body, `"name":"e1"`) {
 		t.Fatalf("event the cloud did not answer: %d %s, want the offline answer", a.code, a.body)
 	}
-	if a := f.do(t, http.MethodPost, "/api/v1/namespaces/default/configmaps", kubelet, "", `{"metadata":{"name":"c"}}`); a.code != http.StatusServiceUnavailable {
+	if a := post("/api/v1/namespaces/default/configmaps", `{"metadata":{"name":"c"}}`); a.code != http.StatusServiceUnavailable {
 		t.Fatalf("a write the offline proxy does not answer: %d %s, want 503", a.code, a.body)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"nodehub/hub/endpointfix"
-	"nodehub/hub/remote"
 	"nodehub/pool"
 )
 
@@ -162,7 +161,7 @@ func (s *Server) runParts(g *group) {
 	if s.fix != nil {
 		g.Go("endpoint fixer", func(ctx context.Context) error {
 			s.fix.Run(ctx, endpointfix.Link{Online: s.state.Online, Changed: s.state.Changed, OnLost: s.findGone,
-				Lost: func() bool { return s.state.get() == remote.Unhealthy }})
+				Lost: s.state.unreachable})
 			return nil
 		})
 	}

@@ -72,7 +72,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
+	s := &Server{cfg: cfg, log: cfg.Log}
 	s.ids = identity.Open(cfg.RootDir, cfg.Log)
 	var err error
 	if s.tokens, err = openTokens(cfg); err != nil {
@@ -90,6 +90,7 @@ func New(cfg Config) (*Server, error) {
 		backends = append(backends, b)
 	}
 	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream, SuspectAfter: suspectAfter}
+	s.state = newCloudState(s.balancer)
 	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
 	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
 	s.checker = &remote.Checker{
@@ -102,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 		HealthyThreshold: cfg.HeartbeatHealthy,
 		OnChange: func(b *remote.Backend, st remote.State) {
 			s.metrics.serverHealth(b, st == remote.Healthy)
-			if s.state.set(s.balancer.State()) {
+			if s.state.update() {
 				s.log.Info("cloud reachability changed", "online", s.state.Online())
 			}
 		},
