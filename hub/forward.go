@@ -42,7 +42,7 @@ func (p *pipeline) forward(q *proxyRequest) {
 	if q.local != nil && p.local.AnswersWrite(ri) {
 		q.kept = peekBody(q.r)
 		if q.kept != nil && isTokenRequest(ri) {
-			q.caller = tokens.Caller(q.local.Shared, q.r.Header.Get("Authorization"))
+			q.caller = tokens.Caller(q.id == remote.Node, q.r.Header.Get("Authorization"))
 		}
 	}
 	p.proxy.ServeHTTP(q.w, q.r.WithContext(context.WithValue(q.ctx, requestKey{}, q)))
@@ -133,7 +133,7 @@ func (p *pipeline) respond(resp *http.Response) error {
 			p.node.track(resp)
 		}
 	}
-	if p.auto != nil && q.local != nil && q.local.Shared && p.isOwnNodeGet(ri) {
+	if p.auto != nil && q.local != nil && q.id == remote.Node && p.isOwnNodeGet(ri) {
 		p.auto.Response(resp) // before the cache: it keeps what kubelet received
 	}
 	if q.local == nil {

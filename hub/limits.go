@@ -2,7 +2,6 @@ package hub
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -19,30 +18,6 @@ var upgradeSubresources = map[string]bool{"exec": true, "attach": true, "portfor
 // exec, attach or portforward. An Upgrade header anywhere else is counted like any request.
 func isUpgrade(r *http.Request, ri *wire.RequestInfo) bool {
 	return r.Header.Get("Upgrade") != "" && ri.IsResource && ri.Group == "" && ri.Resource == "pods" && upgradeSubresources[ri.Subresource]
-}
-
-// isNodeClient reports whether a request comes from the node itself: over loopback (trusted: it
-// arrived on a loopback address), on the plain proxy port, from a loopback address. Such
-// requests have their own in-flight budget.
-func isNodeClient(r *http.Request, trusted bool) bool {
-	if r.TLS != nil || !trusted {
-		return false
-	}
-	return fromLoopback(r)
-}
-
-// fromLoopback reports whether a request arrived on a loopback address from a loopback address.
-func fromLoopback(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	if !ok || !local.IP.IsLoopback() {
-		return false
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // limitBody puts a deadline on reading the request body (Config.BodyTimeout), lifted once the

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -84,8 +83,8 @@ func (p *pipeline) serveBearer(w http.ResponseWriter, r *http.Request) {
 // goes to the cloud as is; without one it gets 401 and never the node's identity, whatever its
 // source address. nil when it was answered.
 func (p *pipeline) accept(w http.ResponseWriter, r *http.Request) *proxyRequest {
-	trusted := arrivedOnLoopback(r)
-	if !trusted && !hasBearer(r.Header.Get("Authorization")) {
+	from := originOf(r)
+	if !from.loopback && !hasBearer(r.Header.Get("Authorization")) {
 		p.unauthorized(w, r, "proxy", "nodehub: requests on this address must carry a bearer token (a ServiceAccount token); the node's identity is only lent over loopback")
 		return nil
 	}
@@ -95,7 +94,7 @@ func (p *pipeline) accept(w http.ResponseWriter, r *http.Request) *proxyRequest 
 		wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusBadRequest, err.Error())
 		return nil
 	}
-	q := &proxyRequest{w: &recorder{ResponseWriter: w}, r: r, ri: ri, start: start, trusted: trusted}
+	q := &proxyRequest{w: &recorder{ResponseWriter: w}, r: r, ri: ri, start: start, from: from}
 	q.ctx, q.cancel = context.WithCancel(r.Context())
 	p.metrics.inflight(ri, 1)
 	return q
@@ -120,12 +119,6 @@ func (p *pipeline) end(q *proxyRequest) {
 	p.metrics.request(q.ri, q.w.code(), time.Since(q.start))
 }
 
-// arrivedOnLoopback reports whether a request arrived on a loopback address of the server.
-func arrivedOnLoopback(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	return ok && local.IP.IsLoopback()
-}
-
 // admit is step 2: past MaxInFlight short requests of its budget a request gets 429 with
 // Retry-After (watches and real upgrades do not count; the node's own clients and everyone else
 // have a budget each, so pods cannot starve kubelet); a body gets its deadline.
@@ -133,7 +126,7 @@ func (p *pipeline) admit(q *proxyRequest) bool {
 	r, ri := q.r, q.ri
 	if max := int64(p.maxInFlight); max > 0 && ri.Verb != wire.VerbWatch && !isUpgrade(r, ri) {
 		budget, who := &p.inflightOthers, "others"
-		if isNodeClient(r, q.trusted) {
+		if q.from.node {
 			budget, who = &p.inflightNode, "node"
 		}
 		n := budget.Add(1)
@@ -153,30 +146,13 @@ func (p *pipeline) admit(q *proxyRequest) bool {
 // identify is step 3: the identity the request is forwarded with, and (with a cache) whose cache
 // it reads and fills.
 func (p *pipeline) identify(q *proxyRequest) {
-	q.id = identityOf(q.r, q.trusted)
+	q.id = q.from.identity()
 	if p.local != nil {
 		var own string
 		own, q.cred = p.cacheOwner(q.ri, q.r, q.id)
 		node := q.id == remote.Node
 		q.local = &local.Request{Info: q.ri, Own: own, Shared: node, Vouched: node || p.ids.Vouched(q.cred)}
 	}
-}
-
-// identityOf decides which credentials a request is forwarded with: the node's certificate only
-// for a request without credentials of its own that arrived over loopback from loopback;
-// anything else keeps its own (a bearer token, or none).
-func identityOf(r *http.Request, trusted bool) remote.Identity {
-	if r.Header.Get("Authorization") != "" || r.TLS != nil || !trusted {
-		return remote.Passthrough
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return remote.Passthrough
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return remote.Node
-	}
-	return remote.Passthrough
 }
 
 // cacheOwner names whose cache a request reads and its response goes to: the component for
