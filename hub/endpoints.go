@@ -55,7 +55,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if err := s.cfg.Credentials.Err(); err != nil {
 		reasons = append(reasons, err.Error())
 	}
-	reached := s.state.Reached()
+	reached := s.state.answeredOnce()
 	if !reached && s.cache != nil && len(s.cache.Store.Owners()) > 0 {
 		reached = true // offline with a cache: the node is served from it
 	}

@@ -37,7 +37,7 @@ func (p *pipeline) forward(q *proxyRequest) {
 		}
 		q.route.OnSlow = func() bool { return p.local.CanAnswer(q.r, q.local) }
 	}
-	stop := context.AfterFunc(p.online.onlinePeriod(), q.cancel) // going offline ends it
+	stop := context.AfterFunc(p.state.onlinePeriod(), q.cancel) // going offline ends it
 	q.onEnd(func() { stop() })
 	if q.local != nil && p.local.AnswersWrite(ri) {
 		q.kept = peekBody(q.r)
@@ -176,7 +176,7 @@ func (p *pipeline) fallback(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
 	v := q.ri.Verb
-	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !p.online.Online()) {
+	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !p.state.Online()) {
 		p.metrics.offline.Inc(verbLabel(v))
 		p.local.ServeHTTP(w, q.r, q.local)
 		return

@@ -62,7 +62,7 @@ func (s *Server) runGC(ctx context.Context) {
 }
 
 func (s *Server) waitReached(ctx context.Context) bool {
-	for !s.state.Reached() {
+	for !s.state.answeredOnce() {
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():

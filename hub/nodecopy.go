@@ -165,7 +165,7 @@ func (p *pipeline) serveNodeCopy(q *proxyRequest) bool {
 	if ri.Accept.As != "" || ri.ResourceVersion != "" && ri.ResourceVersion != "0" {
 		return false
 	}
-	raw := p.node.fresh(time.Now(), p.online.Online())
+	raw := p.node.fresh(time.Now(), p.state.Online())
 	if raw == nil {
 		return false
 	}

@@ -28,8 +28,7 @@ type origin struct {
 
 // originOf says where a request on a proxy port comes from.
 func originOf(r *http.Request) origin {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	o := origin{loopback: ok && local.IP.IsLoopback()}
+	o := origin{loopback: arrivedOnLoopback(r)}
 	o.node = o.loopback && r.TLS == nil && remoteLoopback(r)
 	o.asNode = o.node && r.Header.Get("Authorization") == ""
 	return o
@@ -47,9 +46,12 @@ func (o origin) identity() remote.Identity {
 
 // fromLoopback reports whether a request arrived on a loopback address from a loopback address:
 // the node itself (the hub API answers only it).
-func fromLoopback(r *http.Request) bool {
+func fromLoopback(r *http.Request) bool { return arrivedOnLoopback(r) && remoteLoopback(r) }
+
+// arrivedOnLoopback reports whether a request arrived on a loopback address of the hub.
+func arrivedOnLoopback(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	return ok && local.IP.IsLoopback() && remoteLoopback(r)
+	return ok && local.IP.IsLoopback()
 }
 
 // remoteLoopback reports whether a request came from a loopback address.

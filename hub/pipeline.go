@@ -42,7 +42,7 @@ type pipelineDeps struct {
 	bodyTimeout   time.Duration // Config.BodyTimeout
 	headerTimeout time.Duration // how long a read the cache can answer waits for the cloud's headers
 
-	online   *cloudState      // whether the cloud is reachable
+	state    *cloudState      // whether the cloud is reachable (the one source)
 	balancer *remote.Balancer // the cloud servers the forward step sends to
 	lease    *nodelease.Lease // the node's Lease, answered from the hub's copy
 	metrics  *hubMetrics

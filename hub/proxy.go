@@ -191,14 +191,14 @@ func (p *pipeline) route(q *proxyRequest) route {
 		if p.lease.Owns(q.ri) {
 			return routeLease
 		}
-		if p.isOwnNodeGet(q.ri) && p.node.fresh(time.Now(), p.online.Online()) != nil {
+		if p.isOwnNodeGet(q.ri) && p.node.fresh(time.Now(), p.state.Online()) != nil {
 			return routeNodeCopy
 		}
 		if q.store = p.pool.Store(q.ri); q.store != nil {
 			return routePool
 		}
 	}
-	st := p.online.get()
+	st := p.state.get()
 	switch {
 	case q.local != nil && (st == remote.Unhealthy || st == remote.Unknown && p.coldRead(q.r, q.local)):
 		return routeLocal
@@ -218,7 +218,7 @@ func (p *pipeline) coldRead(r *http.Request, lreq *local.Request) bool {
 	if !read || !p.local.CanAnswer(r, lreq) {
 		return false
 	}
-	return p.online.settle(r.Context()) != remote.Healthy
+	return p.state.settle(r.Context()) != remote.Healthy
 }
 
 // chain returns the filter chain for a request of the hub's own (nil when no filter applies),

@@ -155,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 	s.pipe = newPipeline(pipelineDeps{
 		log: s.log, nodeName: cfg.NodeName, creds: cfg.Credentials,
 		maxInFlight: cfg.MaxInFlight, bodyTimeout: cfg.BodyTimeout, headerTimeout: cfg.HeartbeatTimeout,
-		online: s.state, balancer: s.balancer, lease: s.lease, metrics: s.metrics, pm: s.pm,
+		state: s.state, balancer: s.balancer, lease: s.lease, metrics: s.metrics, pm: s.pm,
 		cache: s.cache, local: s.local, filters: s.filters, topo: s.topo, pool: s.pool,
 		ids: s.ids, tokens: s.tokens, auto: s.auto, fix: s.fix,
 	})

@@ -63,8 +63,8 @@ func (s *cloudState) Online() bool { return s.get() == remote.Healthy }
 // unreachable reports whether the cloud is known to be unreachable (a verdict: not merely none yet).
 func (s *cloudState) unreachable() bool { return s.get() == remote.Unhealthy }
 
-// Reached reports whether some server answered a probe once since the start.
-func (s *cloudState) Reached() bool {
+// answeredOnce reports whether some server answered a probe once since the start.
+func (s *cloudState) answeredOnce() bool {
 	for _, b := range s.servers.Backends {
 		if b.Reached() {
 			return true

@@ -37,7 +37,7 @@ type readCloser struct {
 // always (the kept token is the right answer either way), others when no cloud server is healthy.
 // It reports whether it answered.
 func (p *pipeline) writeFallback(w http.ResponseWriter, q *proxyRequest) bool {
-	if q.local == nil || q.kept == nil || !isTokenRequest(q.ri) && p.online.Online() {
+	if q.local == nil || q.kept == nil || !isTokenRequest(q.ri) && p.state.Online() {
 		return false
 	}
 	p.metrics.offline.Inc(q.ri.Verb)
