@@ -32,8 +32,8 @@ type pipeline struct {
 }
 
 // pipelineDeps are what the pipeline is built with: settings from Config and the hub's parts,
-// each built by New. A part that is off is nil: without a cache cache, local, auto and fix; without
-// pool sharing pool.
+// each built by New. A part that is off is nil: cache, local, auto and fix without a cache; pool
+// without pool sharing.
 type pipelineDeps struct {
 	log           *slog.Logger
 	nodeName      string
@@ -50,12 +50,12 @@ type pipelineDeps struct {
 	cache    *cache.Manager // where cloud answers are kept (keep)
 	local    *local.Proxy   // the offline answers
 	filters  *filter.Set
-	topo     *topology.Source // servicetopology's data
-	pool     *pool.Pool       // the shared stores
-	ids      *identity.Table  // whose cache a credential reads and fills
-	tokens   *tokens.Store    // the tokens kept for offline token requests
-	auto     *autonomy.Condition
-	fix      *endpointfix.Fixer
+	topo     *topology.Source    // servicetopology's data
+	pool     *pool.Pool          // the shared stores
+	ids      *identity.Table     // whose cache a credential reads and fills
+	tokens   *tokens.Store       // the tokens kept for offline token requests
+	auto     *autonomy.Condition // set on kubelet's GET of its node
+	fix      *endpointfix.Fixer  // the node's endpoint corrections
 }
 
 // newPipeline builds the pipeline from its dependencies.
