@@ -350,18 +350,7 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 		if pkg == "main" {
 			dir = "."
 		}
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, file := range files {
-			if strings.HasSuffix(file, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, file, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for file, f := range sourceFiles(t, fset, dir) {
 			for _, d := range f.Decls {
 				fn, ok := d.(*ast.FuncDecl)
 				if !ok {
@@ -376,7 +365,7 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 					if !ok || sel.Sel.Name != "Tee" && sel.Sel.Name != "TeeDiscovery" {
 						return true
 					}
-					if filepath.ToSlash(file) == "hub/keep.go" && fn.Name.Name == "keep" {
+					if file == "hub/keep.go" && fn.Name.Name == "keep" {
 						seen++
 						return true
 					}
@@ -396,26 +385,15 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 // cache beside the group, a server's Serve); a part is added with group.Go.
 func TestHubStartsGoroutinesOnlyInRun(t *testing.T) {
 	allowed := map[string]bool{"hub/group.go": true, "hub/run.go": true}
-	files, err := filepath.Glob("hub/*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	fset := token.NewFileSet()
 	seen := 0
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for file, f := range sourceFiles(t, fset, "hub") {
 		ast.Inspect(f, func(n ast.Node) bool {
 			if _, ok := n.(*ast.GoStmt); !ok {
 				return true
 			}
 			seen++
-			if !allowed[filepath.ToSlash(file)] {
+			if !allowed[file] {
 				t.Errorf("%s: a go statement outside Run: make it a part (group.Go in hub/run.go) so Run waits for it", fset.Position(n.Pos()))
 			}
 			return true
@@ -426,14 +404,13 @@ func TestHubStartsGoroutinesOnlyInRun(t *testing.T) {
 	}
 }
 
-// hubFiles parses package hub's non-test files.
-func hubFiles(t *testing.T) (*token.FileSet, map[string]*ast.File) {
+// sourceFiles parses the non-test Go files of dir, by their slash path ("hub/keep.go").
+func sourceFiles(t *testing.T, fset *token.FileSet, dir string) map[string]*ast.File {
 	t.Helper()
-	files, err := filepath.Glob("hub/*.go")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
 	out := map[string]*ast.File{}
 	for _, file := range files {
 		if strings.HasSuffix(file, "_test.go") {
@@ -445,16 +422,16 @@ func hubFiles(t *testing.T) (*token.FileSet, map[string]*ast.File) {
 		}
 		out[filepath.ToSlash(file)] = f
 	}
-	return fset, out
+	return out
 }
 
 // pipelineRule: the request pipeline (hub/pipeline.go) is a type of its own, built with its
 // dependencies; it knows nothing of the Server (listeners, lifecycle, GC, OTA) nor of Config. A
 // file that holds a method of pipeline names neither.
 func TestThePipelineKnowsNothingOfTheServer(t *testing.T) {
-	fset, files := hubFiles(t)
+	fset := token.NewFileSet()
 	seen := 0
-	for file, f := range files {
+	for _, f := range sourceFiles(t, fset, "hub") {
 		holds := false
 		for _, d := range f.Decls {
 			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && receiverName(fn) == "pipeline" {
@@ -467,7 +444,7 @@ func TestThePipelineKnowsNothingOfTheServer(t *testing.T) {
 		seen++
 		ast.Inspect(f, func(n ast.Node) bool {
 			if id, ok := n.(*ast.Ident); ok && (id.Name == "Server" || id.Name == "Config") {
-				t.Errorf("%s: %s names %s: the pipeline gets what it needs from newPipeline's dependencies (hub/pipeline.go)", fset.Position(id.Pos()), file, id.Name)
+				t.Errorf("%s: a file of the pipeline names %s: the pipeline gets what it needs from newPipeline's dependencies (hub/pipeline.go)", fset.Position(id.Pos()), id.Name)
 			}
 			return true
 		})
@@ -493,9 +470,9 @@ func receiverName(fn *ast.FuncDecl) string {
 // which follows the servers' health; everything else asks it. Outside state.go, package hub
 // never reads a server's or the balancer's health (their Healthy, State, Reached).
 func TestOnlyTheCloudStateDecidesOnline(t *testing.T) {
-	fset, files := hubFiles(t)
+	fset := token.NewFileSet()
 	seen := 0
-	for file, f := range files {
+	for file, f := range sourceFiles(t, fset, "hub") {
 		ast.Inspect(f, func(n ast.Node) bool {
 			sel, ok := n.(*ast.SelectorExpr)
 			if !ok || sel.Sel.Name != "Healthy" && sel.Sel.Name != "State" && sel.Sel.Name != "Reached" {
@@ -522,9 +499,9 @@ func TestOnlyTheCloudStateDecidesOnline(t *testing.T) {
 // request's addresses (http.LocalAddrContextKey, Request.RemoteAddr) or asks IsLoopback, but the
 // listeners' connection bound (hub/listen.go), which exempts the node's own connections.
 func TestOnlyOriginDecidesTheNodesOwnRequest(t *testing.T) {
-	fset, files := hubFiles(t)
+	fset := token.NewFileSet()
 	seen := 0
-	for file, f := range files {
+	for file, f := range sourceFiles(t, fset, "hub") {
 		calls := map[*ast.SelectorExpr]bool{}
 		ast.Inspect(f, func(n ast.Node) bool {
 			if call, ok := n.(*ast.CallExpr); ok {
