@@ -350,18 +350,7 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 		if pkg == "main" {
 			dir = "."
 		}
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, file := range files {
-			if strings.HasSuffix(file, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, file, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for file, f := range sourceFiles(t, fset, dir) {
 			for _, d := range f.Decls {
 				fn, ok := d.(*ast.FuncDecl)
 				if !ok {
@@ -376,7 +365,7 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 					if !ok || sel.Sel.Name != "Tee" && sel.Sel.Name != "TeeDiscovery" {
 						return true
 					}
-					if filepath.ToSlash(file) == "hub/keep.go" && fn.Name.Name == "keep" {
+					if file == "hub/keep.go" && fn.Name.Name == "keep" {
 						seen++
 						return true
 					}
@@ -396,12 +385,33 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 // cache beside the group, a server's Serve); a part is added with group.Go.
 func TestHubStartsGoroutinesOnlyInRun(t *testing.T) {
 	allowed := map[string]bool{"hub/group.go": true, "hub/run.go": true}
-	files, err := filepath.Glob("hub/*.go")
+	fset := token.NewFileSet()
+	seen := 0
+	for file, f := range sourceFiles(t, fset, "hub") {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if _, ok := n.(*ast.GoStmt); !ok {
+				return true
+			}
+			seen++
+			if !allowed[file] {
+				t.Errorf("%s: a go statement outside Run: make it a part (group.Go in hub/run.go) so Run waits for it", fset.Position(n.Pos()))
+			}
+			return true
+		})
+	}
+	if seen == 0 {
+		t.Error("no go statement found in package hub: the rule's walk is broken")
+	}
+}
+
+// sourceFiles parses the non-test Go files of dir, by their slash path ("hub/keep.go").
+func sourceFiles(t *testing.T, fset *token.FileSet, dir string) map[string]*ast.File {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
-	seen := 0
+	out := map[string]*ast.File{}
 	for _, file := range files {
 		if strings.HasSuffix(file, "_test.go") {
 			continue
@@ -410,18 +420,119 @@ func TestHubStartsGoroutinesOnlyInRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if _, ok := n.(*ast.GoStmt); !ok {
-				return true
+		out[filepath.ToSlash(file)] = f
+	}
+	return out
+}
+
+// pipelineRule: the request pipeline (hub/pipeline.go) is a type of its own, built with its
+// dependencies; it knows nothing of the Server (listeners, lifecycle, GC, OTA) nor of Config. A
+// file that holds a method of pipeline names neither.
+func TestThePipelineKnowsNothingOfTheServer(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := 0
+	for _, f := range sourceFiles(t, fset, "hub") {
+		holds := false
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && receiverName(fn) == "pipeline" {
+				holds = true
 			}
-			seen++
-			if !allowed[filepath.ToSlash(file)] {
-				t.Errorf("%s: a go statement outside Run: make it a part (group.Go in hub/run.go) so Run waits for it", fset.Position(n.Pos()))
+		}
+		if !holds {
+			continue
+		}
+		seen++
+		ast.Inspect(f, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok && (id.Name == "Server" || id.Name == "Config") {
+				t.Errorf("%s: a file of the pipeline names %s: the pipeline gets what it needs from newPipeline's dependencies (hub/pipeline.go)", fset.Position(id.Pos()), id.Name)
 			}
 			return true
 		})
 	}
 	if seen == 0 {
-		t.Error("no go statement found in package hub: the rule's walk is broken")
+		t.Error("no file holds a method of pipeline: the rule's walk is broken")
+	}
+}
+
+// receiverName is the name of a method's receiver type.
+func receiverName(fn *ast.FuncDecl) string {
+	x := fn.Recv.List[0].Type
+	if st, ok := x.(*ast.StarExpr); ok {
+		x = st.X
+	}
+	if id, ok := x.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
+
+// onlineRule: whether the cloud is reachable has one source, the cloud state (hub/state.go),
+// which follows the servers' health; everything else asks it. Outside state.go, package hub
+// never reads a server's or the balancer's health (their Healthy, State, Reached).
+func TestOnlyTheCloudStateDecidesOnline(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := 0
+	for file, f := range sourceFiles(t, fset, "hub") {
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Healthy" && sel.Sel.Name != "State" && sel.Sel.Name != "Reached" {
+				return true
+			}
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "remote" {
+				return true // remote.State, remote.Healthy: the names of the states
+			}
+			if file == "hub/state.go" {
+				seen++
+				return true
+			}
+			t.Errorf("%s: reads a server's health (%s): ask the cloud state (hub/state.go: Online, unreachable, answeredOnce), the one source of \"online\"", fset.Position(sel.Pos()), sel.Sel.Name)
+			return true
+		})
+	}
+	if seen == 0 {
+		t.Error("state.go reads no server's health: the rule's walk is broken")
+	}
+}
+
+// originRule: whether a request is the node's own is decided in one place, hub/origin.go, from
+// the request's addresses and credential as it arrives. No other file of package hub reads a
+// request's addresses (http.LocalAddrContextKey, Request.RemoteAddr) or asks IsLoopback, but the
+// listeners' connection bound (hub/listen.go), which exempts the node's own connections.
+func TestOnlyOriginDecidesTheNodesOwnRequest(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := 0
+	for file, f := range sourceFiles(t, fset, "hub") {
+		calls := map[*ast.SelectorExpr]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+					calls[sel] = true
+				}
+			}
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			var what string
+			switch {
+			case sel.Sel.Name == "LocalAddrContextKey":
+				what = "the address a request arrived on"
+			case sel.Sel.Name == "RemoteAddr" && !calls[sel]:
+				what = "a request's remote address"
+			case sel.Sel.Name == "IsLoopback" && file != "hub/listen.go":
+				what = "a loopback test"
+			default:
+				return true
+			}
+			if file == "hub/origin.go" {
+				seen++
+				return true
+			}
+			t.Errorf("%s: reads %s: whether a request is the node's own is decided in hub/origin.go (originOf, fromLoopback) only", fset.Position(sel.Pos()), what)
+			return true
+		})
+	}
+	if seen == 0 {
+		t.Error("origin.go reads no request's address: the rule's walk is broken")
 	}
 }

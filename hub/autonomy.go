@@ -13,12 +13,6 @@ import (
 	"nodehub/wire"
 )
 
-// isOwnNodeGet reports whether a request is kubelet's GET of this node with the node's identity.
-func (s *Server) isOwnNodeGet(ri *wire.RequestInfo) bool {
-	return ri.IsResource && ri.Verb == wire.VerbGet && ri.Group == "" && ri.Resource == "nodes" && ri.Subresource == "" &&
-		ri.Name == s.cfg.NodeName && ri.Component == "kubelet"
-}
-
 // writeAutonomy patches the Autonomy condition into the cloud's node status with the node's
 // identity (autonomy.Condition.Write).
 func (s *Server) writeAutonomy(ctx context.Context, c corev1.NodeCondition) error {

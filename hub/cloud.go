@@ -127,7 +127,7 @@ func (s *Server) ownFetch(component string) listwatch.Fetch {
 			return nil, err
 		}
 		if resp.StatusCode == http.StatusOK {
-			s.keep(ri, cache.SelfComponent, resp)
+			keep(s.cache, ri, cache.SelfComponent, resp)
 		}
 		return resp, nil
 	}

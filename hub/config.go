@@ -123,7 +123,7 @@ type DummyIf struct {
 
 // ExtraHosts are the addresses, besides the configured bind addresses, the proxy ports listen on:
 // the dummy link's IP when enabled. Requests arriving there never get the node's identity (see
-// serveProxy's accept step); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
+// the pipeline's accept step); the secure port listens on them too, unless it is bound to 0.0.0.0 or ::.
 func (c Config) ExtraHosts() []string {
 	if c.DummyIf.Enabled && c.DummyIf.IP != nil {
 		return []string{c.DummyIf.IP.String()}

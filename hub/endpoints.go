@@ -55,10 +55,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if err := s.cfg.Credentials.Err(); err != nil {
 		reasons = append(reasons, err.Error())
 	}
-	reached := false
-	for _, b := range s.balancer.Backends {
-		reached = reached || b.Reached()
-	}
+	reached := s.state.answeredOnce()
 	if !reached && s.cache != nil && len(s.cache.Store.Owners()) > 0 {
 		reached = true // offline with a cache: the node is served from it
 	}
@@ -102,6 +99,21 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	if s.cache != nil && s.cfg.CacheMaxBytes > 0 && s.cache.Store.Size() >= s.cfg.CacheMaxBytes {
 		fmt.Fprintf(w, "cache full: %d of %d bytes; new objects are not cached\n", s.cache.Store.Size(), s.cfg.CacheMaxBytes)
+	}
+}
+
+// topologyReady reports whether the filters' data is loaded: the topology when servicetopology is
+// in use. Offline it does not hold readiness (offline answers come from the cache, which holds
+// filtered answers).
+func (s *Server) topologyReady() bool {
+	if !s.filters.Uses("servicetopology") {
+		return true
+	}
+	select {
+	case <-s.topo.Synced():
+		return true
+	default:
+		return s.state.unreachable()
 	}
 }
 

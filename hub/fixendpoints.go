@@ -3,17 +3,13 @@ package hub
 import (
 	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"nodehub/cache"
-	"nodehub/filter"
 	"nodehub/hub/endpointfix"
 	"nodehub/hub/local"
-	"nodehub/pool"
 	"nodehub/wire"
 )
 
@@ -166,61 +162,4 @@ func isPods(ri *wire.RequestInfo) bool {
 func isSlices(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Subresource == "" &&
 		(ri.Group == "discovery.k8s.io" && ri.Resource == "endpointslices" || ri.Group == "" && ri.Resource == "endpoints")
-}
-
-// fixChain adds the corrections to a request's chain (every client's reads of EndpointSlices):
-// always for the shared stores, whose watches outlive an outage; for the cloud only while some
-// endpoint is corrected (a chain makes a list answer be read whole before it is sent).
-func (s *Server) fixChain(q *proxyRequest, c *filter.Chain) *filter.Chain {
-	if s.fix == nil || q.store == nil && !s.fix.Active() {
-		return c
-	}
-	return filter.With(c, q.ri, s.fix.Filter())
-}
-
-// fixRevisions are a shared store's watch's revisions, or nil.
-func (s *Server) fixRevisions(ri *wire.RequestInfo) pool.Revisions {
-	if s.fix == nil || !isSlices(ri) || ri.Verb != wire.VerbWatch {
-		return nil
-	}
-	return s.fix.NewWatch()
-}
-
-// maxStatusAnswer bounds the cloud's answer to a status write the Fixer reads (a pod).
-const maxStatusAnswer = 1 << 20
-
-// watchStatusWrite shows the Fixer the cloud's answer to kubelet's status write of a pod it
-// corrects: the cloud has kubelet's report now. Nothing is read when nothing is corrected.
-func (s *Server) watchStatusWrite(q *proxyRequest, resp *http.Response) {
-	ri := q.ri
-	if s.fix == nil || !s.fix.Active() || !q.local.Shared || !isPods(ri) || ri.Subresource != "status" ||
-		ri.Verb != wire.VerbPatch && ri.Verb != wire.VerbUpdate || resp.StatusCode/100 != 2 || resp.Header.Get("Content-Encoding") != "" {
-		return
-	}
-	resp.Body = &captureBody{ReadCloser: resp.Body, done: s.fix.ReportedOnline}
-}
-
-// captureBody passes a body through and hands it, whole, to done at its end (nothing past
-// maxStatusAnswer).
-type captureBody struct {
-	io.ReadCloser
-	buf  bytes.Buffer
-	over bool
-	done func([]byte)
-}
-
-func (c *captureBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	if !c.over {
-		if c.buf.Len()+n > maxStatusAnswer {
-			c.over, c.buf = true, bytes.Buffer{}
-		} else {
-			c.buf.Write(p[:n])
-		}
-	}
-	if err == io.EOF && !c.over && c.done != nil {
-		c.done(bytes.TrimSpace(c.buf.Bytes()))
-		c.done = nil
-	}
-	return n, err
 }

@@ -20,10 +20,10 @@ import (
 // through the ReverseProxy, whose hooks are the rest of the step: Rewrite (the node's requests
 // lose the headers that speak for someone else), the transport (the balancer, as q.route says),
 // ModifyResponse (respond) and ErrorHandler (fallback).
-func (s *Server) forward(q *proxyRequest) {
+func (p *pipeline) forward(q *proxyRequest) {
 	ri := q.ri
 	if q.id == remote.Node {
-		if err := s.cfg.Credentials.Err(); err != nil {
+		if err := p.creds.Err(); err != nil {
 			wire.WriteStatus(q.w, ri.Accept, http.StatusServiceUnavailable, "nodehub: "+err.Error())
 			return
 		}
@@ -31,24 +31,24 @@ func (s *Server) forward(q *proxyRequest) {
 	q.route = remote.Route{Identity: q.id, Stream: ri.Verb == wire.VerbWatch}
 	if q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) {
 		// A read the cache can answer does not wait on a black-holed link.
-		q.route.HeaderTimeout = s.cfg.HeartbeatTimeout
+		q.route.HeaderTimeout = p.headerTimeout
 		if t := time.Duration(ri.TimeoutSeconds) * time.Second / 2; t > 0 && t < q.route.HeaderTimeout {
 			q.route.HeaderTimeout = t // leave the client time to get the cached answer
 		}
-		q.route.OnSlow = func() bool { return s.local.CanAnswer(q.r, q.local) }
+		q.route.OnSlow = func() bool { return p.local.CanAnswer(q.r, q.local) }
 	}
-	stop := context.AfterFunc(s.state.onlinePeriod(), q.cancel) // going offline ends it
+	stop := context.AfterFunc(p.state.onlinePeriod(), q.cancel) // going offline ends it
 	q.onEnd(func() { stop() })
-	if q.local != nil && s.local.AnswersWrite(ri) {
+	if q.local != nil && p.local.AnswersWrite(ri) {
 		q.kept = peekBody(q.r)
 		if q.kept != nil && isTokenRequest(ri) {
-			q.caller = tokens.Caller(q.local.Shared, q.r.Header.Get("Authorization"))
+			q.caller = tokens.Caller(q.id == remote.Node, q.r.Header.Get("Authorization"))
 		}
 	}
-	s.proxy.ServeHTTP(q.w, q.r.WithContext(context.WithValue(q.ctx, requestKey{}, q)))
+	p.proxy.ServeHTTP(q.w, q.r.WithContext(context.WithValue(q.ctx, requestKey{}, q)))
 }
 
-func (s *Server) newReverseProxy() *httputil.ReverseProxy {
+func (p *pipeline) newReverseProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The balancer sets scheme and host; the path and query go as the client sent them.
@@ -57,16 +57,16 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				stripIdentityHeaders(pr.Out.Header)
 			}
 		},
-		Transport: balancerTransport{s.balancer},
+		Transport: balancerTransport{p.balancer},
 		// Zero: a streamed response (a watch, or any body without Content-Length) is flushed after
 		// every write, so events reach the client as soon as they arrive; a sized body is not.
 		FlushInterval: 0,
 		BufferPool:    bufferPool{},
 		// What the ReverseProxy logs itself (a body cut mid-copy: a watch the cloud ended
 		// abruptly) goes to the hub's log at debug, as the servers' errors do.
-		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		ModifyResponse: s.respond,
-		ErrorHandler:   s.fallback,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ModifyResponse: p.respond,
+		ErrorHandler:   p.fallback,
 	}
 }
 
@@ -102,7 +102,7 @@ var errThrottled = errors.New("nodehub: the cloud answered 429 Too Many Requests
 // rewrite it (filter.go); kubelet's GET of its node gets the Autonomy condition (hub/autonomy);
 // a token the cloud accepted is learnt as its ServiceAccount's (identity.go); the answer is teed
 // into its owner's cache (keep.go).
-func (s *Server) respond(resp *http.Response) error {
+func (p *pipeline) respond(resp *http.Response) error {
 	q := requestOf(resp.Request.Context())
 	if q == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		return nil
@@ -111,45 +111,45 @@ func (s *Server) respond(resp *http.Response) error {
 	if resp.StatusCode >= 500 && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && !isAPIStatus(resp) {
 		return errNotAPI
 	}
-	if resp.StatusCode == http.StatusTooManyRequests && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && s.local.CanAnswer(q.r, q.local) {
+	if resp.StatusCode == http.StatusTooManyRequests && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && p.local.CanAnswer(q.r, q.local) {
 		return errThrottled // the apiserver sheds load: the cache answers meanwhile
 	}
-	resp.Body = &countingBody{ReadCloser: resp.Body, add: s.metrics.cloudBytesFunc(ri)}
+	resp.Body = &countingBody{ReadCloser: resp.Body, add: p.metrics.cloudBytesFunc(ri)}
 	gunzipWatch(ri, resp)
 	if q.caller != "" {
-		s.recordToken(q, resp)
+		p.recordToken(q, resp)
 	}
 	if q.chain != nil && resp.StatusCode == http.StatusOK {
-		s.filter(q.chain, ri, resp)
+		p.filter(q.chain, ri, resp)
 	}
 	if req := resp.Request; req != nil && req.ContentLength > 0 {
-		s.metrics.purposeFunc("proxied", "sent")(int(req.ContentLength))
+		p.metrics.purposeFunc("proxied", "sent")(int(req.ContentLength))
 	}
 	if q.id == remote.Node && q.chain == nil {
 		switch {
-		case s.isOwnNodeGet(ri):
-			s.node.fromGet(resp) // the cloud's own bytes, before the condition is set
-		case s.isOwnNodeWatch(ri):
-			s.node.track(resp)
+		case p.isOwnNodeGet(ri):
+			p.node.fromGet(resp) // the cloud's own bytes, before the condition is set
+		case p.isOwnNodeWatch(ri):
+			p.node.track(resp)
 		}
 	}
-	if s.auto != nil && q.local != nil && q.local.Shared && s.isOwnNodeGet(ri) {
-		s.auto.Response(resp) // before the cache: it keeps what kubelet received
+	if p.auto != nil && q.local != nil && q.id == remote.Node && p.isOwnNodeGet(ri) {
+		p.auto.Response(resp) // before the cache: it keeps what kubelet received
 	}
 	if q.local == nil {
 		return nil // no cache
 	}
-	s.watchStatusWrite(q, resp)
-	s.keep(ri, s.learn(q, resp), resp)
+	p.watchStatusWrite(q, resp)
+	keep(p.cache, ri, p.learn(q, resp), resp)
 	return nil
 }
 
 // learn returns the owner a cloud answer is cached for: the request's own (q.local.Own), or, when
 // the cloud accepted a ServiceAccount's token, that ServiceAccount's, which the token reads and
 // writes from now on (hub/identity).
-func (s *Server) learn(q *proxyRequest, resp *http.Response) string {
+func (p *pipeline) learn(q *proxyRequest, resp *http.Response) string {
 	if resp.StatusCode/100 == 2 {
-		if own := s.ids.Accepted(ownerComponent(q.ri), q.cred); own != "" {
+		if own := p.ids.Accepted(ownerComponent(q.ri), q.cred); own != "" {
 			return own
 		}
 	}
@@ -160,7 +160,7 @@ func (s *Server) learn(q *proxyRequest, resp *http.Response) string {
 // its body did not arrive in time; from the cache for a read (and for a watch once the cloud is
 // gone); the offline answer to a write the offline proxy answers (writefallback.go); else a 503
 // Status.
-func (s *Server) fallback(w http.ResponseWriter, r *http.Request, err error) {
+func (p *pipeline) fallback(w http.ResponseWriter, r *http.Request, err error) {
 	q := requestOf(r.Context())
 	if q != nil && q.body != nil && q.body.expired() {
 		// The server cancelled the request when the body's deadline passed; the client still
@@ -174,14 +174,14 @@ func (s *Server) fallback(w http.ResponseWriter, r *http.Request, err error) {
 	if rec, ok := w.(*recorder); ok && rec.status != 0 {
 		return // headers already went out (a watch cut mid-stream): just end it
 	}
-	s.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
+	p.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
 	v := q.ri.Verb
-	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !s.balancer.Healthy()) {
-		s.metrics.offline.Inc(verbLabel(v))
-		s.local.ServeHTTP(w, q.r, q.local)
+	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !p.state.Online()) {
+		p.metrics.offline.Inc(verbLabel(v))
+		p.local.ServeHTTP(w, q.r, q.local)
 		return
 	}
-	if s.writeFallback(w, q) {
+	if p.writeFallback(w, q) {
 		return
 	}
 	msg := fmt.Sprintf("nodehub: cloud unreachable: %v", err)

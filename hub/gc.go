@@ -52,7 +52,7 @@ func (s *Server) runGC(ctx context.Context) {
 		default:
 			continue
 		}
-		if !s.balancer.Healthy() {
+		if !s.state.Online() {
 			continue // offline: the cache is all the node has
 		}
 		if gone, err := s.cache.Store.AgeOut(unusedCacheAge, now); err != nil || len(gone) > 0 {
@@ -62,12 +62,7 @@ func (s *Server) runGC(ctx context.Context) {
 }
 
 func (s *Server) waitReached(ctx context.Context) bool {
-	for {
-		for _, b := range s.balancer.Backends {
-			if b.Reached() {
-				return true
-			}
-		}
+	for !s.state.answeredOnce() {
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
@@ -76,6 +71,7 @@ func (s *Server) waitReached(ctx context.Context) bool {
 		case <-t.C:
 		}
 	}
+	return true
 }
 
 // relistNodePods lists this node's pods from the cloud as kubelet does and keeps the answer in
@@ -97,10 +93,10 @@ func (s *Server) relistNodePods(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if chain := s.chain(ri); chain != nil && resp.StatusCode == http.StatusOK {
-		s.filter(chain, ri, resp)
+	if chain := s.pipe.chain(ri); chain != nil && resp.StatusCode == http.StatusOK {
+		s.pipe.filter(chain, ri, resp)
 	}
-	s.keep(ri, "kubelet", resp)
+	keep(s.cache, ri, "kubelet", resp)
 	_, err = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	return err

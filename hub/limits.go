@@ -2,7 +2,6 @@ package hub
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -21,38 +20,14 @@ func isUpgrade(r *http.Request, ri *wire.RequestInfo) bool {
 	return r.Header.Get("Upgrade") != "" && ri.IsResource && ri.Group == "" && ri.Resource == "pods" && upgradeSubresources[ri.Subresource]
 }
 
-// isNodeClient reports whether a request comes from the node itself: over loopback (trusted: it
-// arrived on a loopback address), on the plain proxy port, from a loopback address. Such
-// requests have their own in-flight budget.
-func isNodeClient(r *http.Request, trusted bool) bool {
-	if r.TLS != nil || !trusted {
-		return false
-	}
-	return fromLoopback(r)
-}
-
-// fromLoopback reports whether a request arrived on a loopback address from a loopback address.
-func fromLoopback(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	if !ok || !local.IP.IsLoopback() {
-		return false
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // limitBody puts a deadline on reading the request body (Config.BodyTimeout), lifted once the
 // body is read: a client trickling a body in does not hold its in-flight slot for long. Nothing
 // for requests without a body and for upgrades (their connection outlives the request).
-func (s *Server) limitBody(w http.ResponseWriter, r *http.Request, ri *wire.RequestInfo) *timedBody {
+func (p *pipeline) limitBody(w http.ResponseWriter, r *http.Request, ri *wire.RequestInfo) *timedBody {
 	if r.Body == nil || r.Body == http.NoBody || isUpgrade(r, ri) || r.ContentLength == 0 {
 		return nil
 	}
-	d := s.cfg.BodyTimeout
+	d := p.bodyTimeout
 	if d <= 0 {
 		d = DefaultBodyTimeout
 	}

@@ -135,7 +135,7 @@ func serve(s *Server, method, path, remote string, header http.Header) *httptest
 		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 10261}))
 	}
 	w := httptest.NewRecorder()
-	http.HandlerFunc(s.serveProxy).ServeHTTP(w, r)
+	s.pipe.ServeHTTP(w, r)
 	return w
 }
 
@@ -156,7 +156,7 @@ func TestInFlightCountsFakeUpgradesAndKeepsTheNodesBudget(t *testing.T) {
 		held <- serve(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/slow", "10.0.0.7:5000", pod).Code
 	}()
 	<-started
-	for deadline := time.Now().Add(30 * time.Second); s.inflightOthers.Load() == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); s.pipe.inflightOthers.Load() == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	upgrade := http.Header{"Authorization": {"Bearer pod-token"}, "Upgrade": {"x"}, "Connection": {"Upgrade"}}
@@ -211,10 +211,10 @@ func TestTricklingBodyIsCutAndFreesItsSlot(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("trickling body: %d %s after %v, want 408 soon after 300ms", resp.StatusCode, b, time.Since(start))
 	}
-	for deadline := time.Now().Add(30 * time.Second); s.inflightNode.Load()+s.inflightOthers.Load() != 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); s.pipe.inflightNode.Load()+s.pipe.inflightOthers.Load() != 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := s.inflightNode.Load() + s.inflightOthers.Load(); n != 0 {
+	if n := s.pipe.inflightNode.Load() + s.pipe.inflightOthers.Load(); n != 0 {
 		t.Fatalf("%d in flight after the cut", n)
 	}
 	// A body sent at once goes through, and the connection is not cut afterwards by the deadline:
@@ -312,7 +312,7 @@ func TestThrottledBodyIsNotWaitedFor(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	for deadline := time.Now().Add(30 * time.Second); s.inflightNode.Load() == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); s.pipe.inflightNode.Load() == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	conn, err := net.Dial("tcp", proxy)

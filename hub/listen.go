@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"net"
-	"strings"
 	"sync"
 )
 
@@ -16,12 +15,6 @@ func listen(ctx context.Context, addr string, freebind bool) (net.Listener, erro
 		lc.Control = setFreebind
 	}
 	return lc.Listen(ctx, "tcp", addr)
-}
-
-// hasBearer reports whether an Authorization header carries a bearer token.
-func hasBearer(auth string) bool {
-	const p = "bearer "
-	return len(auth) > len(p) && strings.EqualFold(auth[:len(p)], p) && strings.TrimSpace(auth[len(p):]) != ""
 }
 
 // Connections a listener keeps open for clients that are not on the node itself (pods, and on the

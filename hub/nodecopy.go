@@ -145,21 +145,27 @@ func (b *nodeWatchBody) end() {
 	})
 }
 
+// isOwnNodeGet reports whether a request is kubelet's GET of this node with the node's identity.
+func (p *pipeline) isOwnNodeGet(ri *wire.RequestInfo) bool {
+	return ri.IsResource && ri.Verb == wire.VerbGet && ri.Group == "" && ri.Resource == "nodes" && ri.Subresource == "" &&
+		ri.Name == p.nodeName && ri.Component == "kubelet"
+}
+
 // isOwnNodeWatch reports whether a request is a watch of exactly this node (by name).
-func (s *Server) isOwnNodeWatch(ri *wire.RequestInfo) bool {
+func (p *pipeline) isOwnNodeWatch(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Verb == wire.VerbWatch && ri.Group == "" && ri.Resource == "nodes" && ri.Subresource == "" &&
 		ri.Namespace == "" && ri.LabelSelector == "" && ri.Accept.As == "" &&
-		(ri.FieldSelector == "metadata.name="+s.cfg.NodeName || ri.Name == s.cfg.NodeName)
+		(ri.FieldSelector == "metadata.name="+p.nodeName || ri.Name == p.nodeName)
 }
 
 // serveNodeCopy answers kubelet's GET of its node from the copy when it is fresh, with the
 // Autonomy condition set as on the cloud's answer; false when the cloud must answer.
-func (s *Server) serveNodeCopy(q *proxyRequest) bool {
+func (p *pipeline) serveNodeCopy(q *proxyRequest) bool {
 	ri := q.ri
 	if ri.Accept.As != "" || ri.ResourceVersion != "" && ri.ResourceVersion != "0" {
 		return false
 	}
-	raw := s.node.fresh(time.Now(), s.state.Online())
+	raw := p.node.fresh(time.Now(), p.state.Online())
 	if raw == nil {
 		return false
 	}
@@ -168,10 +174,10 @@ func (s *Server) serveNodeCopy(q *proxyRequest) bool {
 	if err != nil {
 		return false
 	}
-	if s.auto != nil {
-		out = s.auto.Node(out)
+	if p.auto != nil {
+		out = p.auto.Node(out)
 	}
-	s.metrics.nodeFromWatch.Inc()
+	p.metrics.nodeFromWatch.Inc()
 	h := q.w.Header()
 	h.Set("Content-Type", wire.MediaJSON)
 	if pb {

@@ -13,7 +13,7 @@ func (s *Server) newOTA() *ota.Handler {
 	return &ota.Handler{
 		NodeName:      s.cfg.NodeName,
 		Cloud:         s.cloud(),
-		Online:        s.balancer.Healthy,
+		Online:        s.state.Online,
 		CachedPods:    s.cachedPods,
 		StaticPodPath: s.cfg.StaticPodPath,
 		Log:           s.log,

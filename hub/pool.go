@@ -5,7 +5,6 @@ import (
 	"nodehub/cache"
 	"time"
 
-	"nodehub/filter"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -67,28 +66,7 @@ func (s *Server) poolTee(req *http.Request, resp *http.Response) {
 		return
 	}
 	ri.Component = cache.SelfComponent
-	s.keep(ri, ri.Component, resp)
-}
-
-// servePool answers a local client's list or watch of a pool-scope resource from the shared
-// store (routePool), each object through the request's filter chain.
-func (s *Server) servePool(q *proxyRequest) {
-	ri := q.ri
-	sv := pool.Serving{Info: ri, Revisions: s.fixRevisions(ri)}
-	if chain := q.chain; chain != nil {
-		sv.Transform = func(raw []byte) ([]byte, bool) {
-			out, v := chain.Apply(raw)
-			return out, v == filter.Drop
-		}
-	}
-	s.pm.served.Inc(ri.Verb, ri.Resource)
-	if ri.Verb == wire.VerbWatch {
-		s.pm.clients.Add(1)
-		defer s.pm.clients.Add(-1)
-		q.store.ServeWatch(q.w, q.r.WithContext(q.ctx), sv)
-		return
-	}
-	q.store.ServeList(q.w, sv)
+	keep(s.cache, ri, ri.Component, resp)
 }
 
 // sharedResources are the resources cached for every client, whatever --cache-agents lists: the

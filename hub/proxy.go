@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -11,10 +10,11 @@ import (
 	"nodehub/hub/identity"
 	"nodehub/hub/local"
 	"nodehub/hub/remote"
+	"nodehub/pool"
 	"nodehub/wire"
 )
 
-// serveProxy is the proxy ports' pipeline: every request a node client or a pod sends goes
+// ServeHTTP is the proxy ports' pipeline: every request a node client or a pod sends goes
 // through these steps, in this order, and the one that answers it ends it. Its state is one
 // proxyRequest (request.go).
 //
@@ -35,47 +35,57 @@ import (
 //     condition, learn the ServiceAccount the cloud accepted, tee it into the cache
 //     (keep.go); without an answer (fallback): the cache, the offline answer to a write, or 503
 //  7. answer    streamed to the client, each watch event flushed at once
-func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
-	q := s.accept(w, r)
+func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := p.accept(w, r)
 	if q == nil {
 		return
 	}
-	defer s.end(q)
-	if !s.admit(q) {
+	defer p.end(q)
+	if !p.admit(q) {
 		return
 	}
-	s.identify(q)
-	switch s.route(q) {
+	p.identify(q)
+	switch p.route(q) {
 	case routeLease:
-		s.lease.ServeHTTP(q.w, q.r, q.ri)
+		p.lease.ServeHTTP(q.w, q.r, q.ri)
 	case routeNodeCopy:
-		if !s.serveNodeCopy(q) {
-			s.chainFor(q)
-			s.forward(q)
+		if !p.serveNodeCopy(q) {
+			p.chainFor(q)
+			p.forward(q)
 		}
 	case routePool:
-		if s.chainFor(q) {
-			s.servePool(q)
+		if p.chainFor(q) {
+			p.servePool(q)
 		}
 	case routeLocal:
-		s.serveLocal(q)
+		p.serveLocal(q)
 	case routeUnavailable:
 		wire.WriteStatus(q.w, q.ri.Accept, http.StatusServiceUnavailable, "nodehub: no healthy cloud server")
 	case routeCloud:
-		if s.chainFor(q) {
-			s.forward(q)
+		if p.chainFor(q) {
+			p.forward(q)
 		}
 	}
+}
+
+// serveBearer admits a request on the secure port only with a bearer token, which is forwarded
+// as is: pods act as their ServiceAccount there, never as the node.
+func (p *pipeline) serveBearer(w http.ResponseWriter, r *http.Request) {
+	if !hasBearer(r.Header.Get("Authorization")) {
+		p.unauthorized(w, r, "secure", "nodehub: the secure port needs a bearer token (a ServiceAccount token); the node's identity is never lent here")
+		return
+	}
+	p.ServeHTTP(w, r)
 }
 
 // accept is step 1: a request that arrived on any address but loopback — the dummy link's, where
 // pods arrive, or any address of a port bound wider — must bring its own bearer token, which
 // goes to the cloud as is; without one it gets 401 and never the node's identity, whatever its
 // source address. nil when it was answered.
-func (s *Server) accept(w http.ResponseWriter, r *http.Request) *proxyRequest {
-	trusted := arrivedOnLoopback(r)
-	if !trusted && !hasBearer(r.Header.Get("Authorization")) {
-		s.unauthorized(w, r, "proxy", "nodehub: requests on this address must carry a bearer token (a ServiceAccount token); the node's identity is only lent over loopback")
+func (p *pipeline) accept(w http.ResponseWriter, r *http.Request) *proxyRequest {
+	from := originOf(r)
+	if !from.loopback && !hasBearer(r.Header.Get("Authorization")) {
+		p.unauthorized(w, r, "proxy", "nodehub: requests on this address must carry a bearer token (a ServiceAccount token); the node's identity is only lent over loopback")
 		return nil
 	}
 	start := time.Now()
@@ -84,92 +94,77 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) *proxyRequest {
 		wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusBadRequest, err.Error())
 		return nil
 	}
-	q := &proxyRequest{w: &recorder{ResponseWriter: w}, r: r, ri: ri, start: start, trusted: trusted}
+	q := &proxyRequest{w: &recorder{ResponseWriter: w}, r: r, ri: ri, start: start, from: from}
 	q.ctx, q.cancel = context.WithCancel(r.Context())
-	s.metrics.inflight(ri, 1)
+	p.metrics.inflight(ri, 1)
 	return q
+}
+
+// unauthorized answers 401 with a Status and counts it by port.
+func (p *pipeline) unauthorized(w http.ResponseWriter, r *http.Request, port, msg string) {
+	p.metrics.unauthorized.Inc(port)
+	closeUnread(w, r)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="nodehub"`)
+	wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized, msg)
 }
 
 // end is the last step of every accepted request: what the others set up is undone, and the
 // request is counted with the status it got.
-func (s *Server) end(q *proxyRequest) {
+func (p *pipeline) end(q *proxyRequest) {
 	for i := len(q.cleanup) - 1; i >= 0; i-- {
 		q.cleanup[i]()
 	}
 	q.cancel()
-	s.metrics.inflight(q.ri, -1)
-	s.metrics.request(q.ri, q.w.code(), time.Since(q.start))
-}
-
-// arrivedOnLoopback reports whether a request arrived on a loopback address of the server.
-func arrivedOnLoopback(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	return ok && local.IP.IsLoopback()
+	p.metrics.inflight(q.ri, -1)
+	p.metrics.request(q.ri, q.w.code(), time.Since(q.start))
 }
 
 // admit is step 2: past MaxInFlight short requests of its budget a request gets 429 with
 // Retry-After (watches and real upgrades do not count; the node's own clients and everyone else
 // have a budget each, so pods cannot starve kubelet); a body gets its deadline.
-func (s *Server) admit(q *proxyRequest) bool {
+func (p *pipeline) admit(q *proxyRequest) bool {
 	r, ri := q.r, q.ri
-	if max := int64(s.cfg.MaxInFlight); max > 0 && ri.Verb != wire.VerbWatch && !isUpgrade(r, ri) {
-		budget, who := &s.inflightOthers, "others"
-		if isNodeClient(r, q.trusted) {
-			budget, who = &s.inflightNode, "node"
+	if max := int64(p.maxInFlight); max > 0 && ri.Verb != wire.VerbWatch && !isUpgrade(r, ri) {
+		budget, who := &p.inflightOthers, "others"
+		if q.from.node {
+			budget, who = &p.inflightNode, "node"
 		}
 		n := budget.Add(1)
 		q.onEnd(func() { budget.Add(-1) })
 		if n > max {
-			s.metrics.throttled.Inc(who)
+			p.metrics.throttled.Inc(who)
 			closeUnread(q.w, r)
 			q.w.Header().Set("Retry-After", "1")
 			wire.WriteStatus(q.w, ri.Accept, http.StatusTooManyRequests, "nodehub: too many requests in flight; try again")
 			return false
 		}
 	}
-	q.body = s.limitBody(q.w.ResponseWriter, r, ri)
+	q.body = p.limitBody(q.w.ResponseWriter, r, ri)
 	return true
 }
 
 // identify is step 3: the identity the request is forwarded with, and (with a cache) whose cache
 // it reads and fills.
-func (s *Server) identify(q *proxyRequest) {
-	q.id = identityOf(q.r, q.trusted)
-	if s.local != nil {
+func (p *pipeline) identify(q *proxyRequest) {
+	q.id = q.from.identity()
+	if p.local != nil {
 		var own string
-		own, q.cred = s.cacheOwner(q.ri, q.r, q.id)
+		own, q.cred = p.cacheOwner(q.ri, q.r, q.id)
 		node := q.id == remote.Node
-		q.local = &local.Request{Info: q.ri, Own: own, Shared: node, Vouched: node || s.ids.Vouched(q.cred)}
+		q.local = &local.Request{Info: q.ri, Own: own, Shared: node, Vouched: node || p.ids.Vouched(q.cred)}
 	}
-}
-
-// identityOf decides which credentials a request is forwarded with: the node's certificate only
-// for a request without credentials of its own that arrived over loopback from loopback;
-// anything else keeps its own (a bearer token, or none).
-func identityOf(r *http.Request, trusted bool) remote.Identity {
-	if r.Header.Get("Authorization") != "" || r.TLS != nil || !trusted {
-		return remote.Passthrough
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return remote.Passthrough
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return remote.Node
-	}
-	return remote.Passthrough
 }
 
 // cacheOwner names whose cache a request reads and its response goes to: the component for
 // requests made with the node's identity; for requests that brought their own credential, one of
 // that credential's (identity.Table.Owner), so nothing cached for one identity is read back for
 // another.
-func (s *Server) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, identity.Credential) {
+func (p *pipeline) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, identity.Credential) {
 	comp := ownerComponent(ri)
 	if id == remote.Node {
 		return comp, identity.Credential{}
 	}
-	return s.ids.Owner(comp, r.Header.Get("Authorization"))
+	return p.ids.Owner(comp, r.Header.Get("Authorization"))
 }
 
 // ownerComponent is the component part of a cache owner's name. "@" separates a component from a
@@ -191,21 +186,21 @@ const (
 
 // route is step 4. The node's Lease and the shared stores answer the node's own clients online
 // or not; the cloud's state decides the rest.
-func (s *Server) route(q *proxyRequest) route {
+func (p *pipeline) route(q *proxyRequest) route {
 	if q.id == remote.Node {
-		if s.lease.Owns(q.ri) {
+		if p.lease.Owns(q.ri) {
 			return routeLease
 		}
-		if s.isOwnNodeGet(q.ri) && s.node.fresh(time.Now(), s.state.Online()) != nil {
+		if p.isOwnNodeGet(q.ri) && p.node.fresh(time.Now(), p.state.Online()) != nil {
 			return routeNodeCopy
 		}
-		if q.store = s.pool.Store(q.ri); q.store != nil {
+		if q.store = p.pool.Store(q.ri); q.store != nil {
 			return routePool
 		}
 	}
-	st := s.state.get()
+	st := p.state.get()
 	switch {
-	case q.local != nil && (st == remote.Unhealthy || st == remote.Unknown && s.coldRead(q.r, q.local)):
+	case q.local != nil && (st == remote.Unhealthy || st == remote.Unknown && p.coldRead(q.r, q.local)):
 		return routeLocal
 	case q.local == nil && st == remote.Unhealthy:
 		return routeUnavailable
@@ -217,39 +212,60 @@ func (s *Server) route(q *proxyRequest) route {
 // answers: it waits a moment for the verdict (see cloudState.settle), then is served from the
 // cache unless the cloud turned out reachable. Writes and what the cache cannot answer go to the
 // cloud.
-func (s *Server) coldRead(r *http.Request, lreq *local.Request) bool {
+func (p *pipeline) coldRead(r *http.Request, lreq *local.Request) bool {
 	v := lreq.Info.Verb
 	read := v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && lreq.Info.SendInitialEvents // a watch-list is a list
-	if !read || !s.local.CanAnswer(r, lreq) {
+	if !read || !p.local.CanAnswer(r, lreq) {
 		return false
 	}
-	return s.state.settle(r.Context()) != remote.Healthy
+	return p.state.settle(r.Context()) != remote.Healthy
 }
 
 // chain returns the filter chain for a request of the hub's own (nil when no filter applies),
 // counted in /metrics: the re-list of kubelet's pods (relistNodePods), filtered as the proxy's.
-func (s *Server) chain(ri *wire.RequestInfo) *filter.Chain { return s.counted(s.filters.For(ri)) }
+func (p *pipeline) chain(ri *wire.RequestInfo) *filter.Chain { return p.counted(p.filters.For(ri)) }
 
 // counted has c's filter errors and actions counted in /metrics.
-func (s *Server) counted(c *filter.Chain) *filter.Chain {
+func (p *pipeline) counted(c *filter.Chain) *filter.Chain {
 	if c == nil {
 		return nil
 	}
-	c.OnError = func(name string) { s.metrics.filterErrors.Inc(name) }
+	c.OnError = func(name string) { p.metrics.filterErrors.Inc(name) }
 	c.OnChange = func(name string, v filter.Verdict) {
 		action := "changed"
 		if v == filter.Drop {
 			action = "removed"
 		}
-		s.metrics.filterActions.Inc(name, action)
+		p.metrics.filterActions.Inc(name, action)
 	}
 	return c
 }
 
 // serveLocal answers a request from the cache (routeLocal).
-func (s *Server) serveLocal(q *proxyRequest) {
-	s.metrics.offline.Inc(verbLabel(q.ri.Verb))
-	s.local.ServeHTTP(q.w, q.r, q.local)
+func (p *pipeline) serveLocal(q *proxyRequest) {
+	p.metrics.offline.Inc(verbLabel(q.ri.Verb))
+	p.local.ServeHTTP(q.w, q.r, q.local)
+}
+
+// servePool answers a local client's list or watch of a pool-scope resource from the shared
+// store (routePool), each object through the request's filter chain.
+func (p *pipeline) servePool(q *proxyRequest) {
+	ri := q.ri
+	sv := pool.Serving{Info: ri, Revisions: p.fixRevisions(ri)}
+	if chain := q.chain; chain != nil {
+		sv.Transform = func(raw []byte) ([]byte, bool) {
+			out, v := chain.Apply(raw)
+			return out, v == filter.Drop
+		}
+	}
+	p.pm.served.Inc(ri.Verb, ri.Resource)
+	if ri.Verb == wire.VerbWatch {
+		p.pm.clients.Add(1)
+		defer p.pm.clients.Add(-1)
+		q.store.ServeWatch(q.w, q.r.WithContext(q.ctx), sv)
+		return
+	}
+	q.store.ServeList(q.w, sv)
 }
 
 // chainFor is step 5, the one place a request's filters are chosen: the chain for its
@@ -258,18 +274,18 @@ func (s *Server) serveLocal(q *proxyRequest) {
 // re-filtered slices. A chain using servicetopology waits for the topology to be loaded (up to
 // topologyWait; then 503 with Retry-After): an answer filtered with an empty topology would hold
 // every node's endpoints. false when the request was answered.
-func (s *Server) chainFor(q *proxyRequest) bool {
-	q.chain = s.counted(s.fixChain(q, s.filters.For(q.ri)))
+func (p *pipeline) chainFor(q *proxyRequest) bool {
+	q.chain = p.counted(p.fixChain(q, p.filters.For(q.ri)))
 	if q.chain == nil {
 		return true
 	}
-	if q.chain.Uses("servicetopology") && !s.waitTopology(q.ctx) {
+	if q.chain.Uses("servicetopology") && !p.waitTopology(q.ctx) {
 		q.w.Header().Set("Retry-After", "1")
 		wire.WriteStatus(q.w, q.ri.Accept, http.StatusServiceUnavailable, "nodehub: the topology the servicetopology filter needs is not loaded yet")
 		return false
 	}
 	if q.ri.Verb == wire.VerbWatch && q.chain.Uses("servicetopology") {
-		stop := context.AfterFunc(s.topo.Changes(), q.cancel)
+		stop := context.AfterFunc(p.topo.Changes(), q.cancel)
 		q.onEnd(func() { stop() })
 	}
 	return true
@@ -280,34 +296,19 @@ func (s *Server) chainFor(q *proxyRequest) bool {
 const topologyWait = 10 * time.Second
 
 // waitTopology waits until the topology is loaded, topologyWait at most (or ctx ends).
-func (s *Server) waitTopology(ctx context.Context) bool {
+func (p *pipeline) waitTopology(ctx context.Context) bool {
 	select {
-	case <-s.topo.Synced():
+	case <-p.topo.Synced():
 		return true
 	default:
 	}
 	t := time.NewTimer(topologyWait)
 	defer t.Stop()
 	select {
-	case <-s.topo.Synced():
+	case <-p.topo.Synced():
 		return true
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	return false
-}
-
-// topologyReady reports whether the filters' data is loaded: the topology when servicetopology is
-// in use. Offline it does not hold readiness (offline answers come from the cache, which holds
-// filtered answers).
-func (s *Server) topologyReady() bool {
-	if !s.filters.Uses("servicetopology") {
-		return true
-	}
-	select {
-	case <-s.topo.Synced():
-		return true
-	default:
-		return s.state.get() == remote.Unhealthy
-	}
 }

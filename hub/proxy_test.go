@@ -34,7 +34,7 @@ func filterConfig() filter.Config {
 	return filter.Config{Enabled: true, MasterServiceHost: "169.254.2.1", MasterServicePort: 10268, NodeName: "node-a"}
 }
 
-// Unit tests of the proxy port (serveProxy), with no control plane: a fake
+// Unit tests of the proxy port (the pipeline, pipeline.ServeHTTP), with no control plane: a fake
 // cloud (an httptest TLS server that asks for a client certificate) stands in for the
 // kube-apiserver, the hub's cache is a temporary directory, and the hub's notion of the cloud's
 // reachability is set by the test. The e2e tests (test/e2e proxy_test, offline_test, cache_test,
@@ -228,7 +228,7 @@ func newProxyFixture(t *testing.T, adjust func(*Config)) *proxyFixture {
 		t.Fatal(err)
 	}
 	s.state.set(remote.Healthy) // as if the first heartbeat had answered
-	front := httptest.NewServer(http.HandlerFunc(s.serveProxy))
+	front := httptest.NewServer(s.pipe)
 	t.Cleanup(func() {
 		front.CloseClientConnections()
 		front.Close()
@@ -456,7 +456,7 @@ func TestProxyTokenRequestsKeepTheirOwnIdentityAndCache(t *testing.T) {
 // its own it is refused before anything else.
 func TestProxyLendsTheNodesIdentityOnlyOverLoopback(t *testing.T) {
 	f := newProxyFixture(t, nil)
-	h := http.HandlerFunc(f.hub.serveProxy)
+	h := f.hub.pipe
 	for _, auth := range []string{"", "Bearer a-token"} {
 		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/pods/web", nil)
 		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(169, 254, 2, 1), Port: 10261}))
@@ -661,7 +661,7 @@ func TestProxyNodeGetFromTheWatch(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	deadline := time.Now().Add(30 * time.Second)
-	for f.hub.node.fresh(time.Now(), true) != nil {
+	for f.hub.pipe.node.fresh(time.Now(), true) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the copy stayed fresh after its watch ended")
 		}
@@ -726,20 +726,34 @@ func TestProxyKeepsTokensForOffline(t *testing.T) {
 	}
 }
 
-// A write the offline proxy answers (an event) that the cloud leaves unanswered, with no server
-// healthy, gets the offline answer rather than a 503.
+// A write the offline proxy answers (an event) that the cloud leaves unanswered while the hub
+// learns that no server is healthy gets the offline answer rather than a 503; a write it does not
+// answer (a configmap) gets the 503.
 func TestProxyUnansweredWriteGetsTheOfflineAnswer(t *testing.T) {
 	f := newProxyFixture(t, nil)
-	f.cloud.srv.CloseClientConnections()
-	f.cloud.srv.Close()
-	if f.hub.balancer.Healthy() {
-		t.Skip("no heartbeat ran, yet a server counts healthy")
+	arrived := make(chan struct{}, 1)
+	f.cloud.handle = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, r.Body) // (the server then notices the hub going away)
+		arrived <- struct{}{}
+		<-r.Context().Done() // never answered: the link is gone
+		return true
+	}
+	// post sends a write the cloud holds; once it is there, the health checker's verdict comes:
+	// no server is healthy.
+	post := func(path, body string) answer {
+		t.Helper()
+		f.hub.state.set(remote.Healthy)
+		go func() { <-arrived; f.hub.state.set(remote.Unhealthy) }()
+		return f.do(t, http.MethodPost, path, kubelet, "", body)
 	}
 	ev := `{"kind":"Event","apiVersion":"v1","metadata":{"name":"e1","namespace":"default"},"reason":"Started"}`
-	if a := f.do(t, http.MethodPost, "/api/v1/namespaces/default/events", kubelet, "", ev); a.code != http.StatusCreated || !strings.Contains(a.body, `"name":"e1"`) {
+	if a := post("/api/v1/namespaces/default/events", ev); a.code != http.StatusCreated || !strings.Contains(a.body, `"name":"e1"`) {
 		t.Fatalf("event the cloud did not answer: %d %s, want the offline answer", a.code, a.body)
 	}
-	if a := f.do(t, http.MethodPost, "/api/v1/namespaces/default/configmaps", kubelet, "", `{"metadata":{"name":"c"}}`); a.code != http.StatusServiceUnavailable {
+	if a := post("/api/v1/namespaces/default/configmaps", `{"metadata":{"name":"c"}}`); a.code != http.StatusServiceUnavailable {
 		t.Fatalf("a write the offline proxy does not answer: %d %s, want 503", a.code, a.body)
 	}
 }

@@ -24,7 +24,7 @@ type proxyRequest struct {
 	r       *http.Request // as the client sent it; its context is the client's
 	ri      *wire.RequestInfo
 	start   time.Time
-	trusted bool               // arrived on a loopback address of the plain proxy port
+	from    origin             // where it comes from: the node's own request or not (origin.go)
 	ctx     context.Context    // the request's lifetime: the client's, cut by cancel
 	cancel  context.CancelFunc // going offline (forward) or a topology change (chain) ends it
 	cleanup []func()           // run when the request ends

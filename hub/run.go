@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"nodehub/hub/endpointfix"
-	"nodehub/hub/remote"
 	"nodehub/pool"
 )
 
@@ -81,7 +80,7 @@ type port struct {
 
 // ports are the proxy port (also on the extra hosts), the hub port and a leader's pool port.
 func (s *Server) ports() []port {
-	proxyHandler := http.HandlerFunc(s.serveProxy)
+	proxyHandler := s.pipe
 	ports := []port{
 		{name: "proxy", addr: s.cfg.ProxyAddr, h: proxyHandler},
 		{name: "hub", addr: s.cfg.HubAddr, h: s.hubMux()},
@@ -162,7 +161,7 @@ func (s *Server) runParts(g *group) {
 	if s.fix != nil {
 		g.Go("endpoint fixer", func(ctx context.Context) error {
 			s.fix.Run(ctx, endpointfix.Link{Online: s.state.Online, Changed: s.state.Changed, OnLost: s.findGone,
-				Lost: func() bool { return s.state.get() == remote.Unhealthy }})
+				Lost: s.state.unreachable})
 			return nil
 		})
 	}

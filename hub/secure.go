@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"nodehub/wire"
 )
 
 // secureRetry is how often a secure address that could not be bound is tried again (the
@@ -43,7 +41,7 @@ func (s *Server) serveSecure(ctx context.Context, g *group, addr string, main bo
 		}
 	}
 	ln = s.boundConns(ln, "secure", true)
-	hs := s.newHTTPServer(ctx, http.HandlerFunc(s.serveBearer))
+	hs := s.newHTTPServer(ctx, http.HandlerFunc(s.pipe.serveBearer))
 	hs.TLSConfig = &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12}
 	s.log.Info("listening", "port", "secure", "addr", ln.Addr().String())
 	s.mu.Lock()
@@ -52,24 +50,6 @@ func (s *Server) serveSecure(ctx context.Context, g *group, addr string, main bo
 	if err := s.serve(ctx, g, hs, ln); err != nil {
 		s.log.Warn("secure port: stopped serving", "addr", addr, "err", err)
 	}
-}
-
-// serveBearer admits a request on the secure port only with a bearer token, which is forwarded
-// as is: pods act as their ServiceAccount there, never as the node.
-func (s *Server) serveBearer(w http.ResponseWriter, r *http.Request) {
-	if !hasBearer(r.Header.Get("Authorization")) {
-		s.unauthorized(w, r, "secure", "nodehub: the secure port needs a bearer token (a ServiceAccount token); the node's identity is never lent here")
-		return
-	}
-	s.serveProxy(w, r)
-}
-
-// unauthorized answers 401 with a Status and counts it by port.
-func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, port, msg string) {
-	s.metrics.unauthorized.Inc(port)
-	closeUnread(w, r)
-	w.Header().Set("WWW-Authenticate", `Bearer realm="nodehub"`)
-	wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized, msg)
 }
 
 // SecureAddrs returns the secure port's bound addresses.

@@ -22,12 +22,12 @@ func TestNoTokenWhereTheNodeIsNotLentIs401(t *testing.T) {
 		remote string
 		auth   string
 	}{
-		{"secure, no credentials", s.serveBearer, "127.0.0.1:5000", ""},
-		{"secure, basic auth", s.serveBearer, "10.0.0.7:5000", "Basic dXNlcjpwdw=="},
-		{"secure, empty bearer", s.serveBearer, "10.0.0.7:5000", "Bearer "},
-		{"secure, blank bearer", s.serveBearer, "10.0.0.7:5000", "Bearer   "},
+		{"secure, no credentials", s.pipe.serveBearer, "127.0.0.1:5000", ""},
+		{"secure, basic auth", s.pipe.serveBearer, "10.0.0.7:5000", "Basic dXNlcjpwdw=="},
+		{"secure, empty bearer", s.pipe.serveBearer, "10.0.0.7:5000", "Bearer "},
+		{"secure, blank bearer", s.pipe.serveBearer, "10.0.0.7:5000", "Bearer   "},
 		// No loopback local address in the request's context: it came in on another address.
-		{"plain port from another host", http.HandlerFunc(s.serveProxy).ServeHTTP, "10.0.0.7:5000", ""},
+		{"plain port from another host", s.pipe.ServeHTTP, "10.0.0.7:5000", ""},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps", nil)
 		r.RemoteAddr = tc.remote

@@ -1,8 +1,9 @@
-// Package hub is nodehub put together: the servers (the proxy ports node clients and pods talk
-// to, the hub's own endpoints, the pool port), the request pipeline (proxy.go), and the parts it
-// composes — the remote backends and their health, the node lease, the cache and the offline
-// proxy, identity, tokens, autonomy, the pool, the topology source. Config (config.go) is its
-// contract with main; docs/ARCHITECTURE.md is the map.
+// Package hub is nodehub put together: the Server (server.go: assembly, New; lifecycle, Run)
+// with the servers (the proxy ports node clients and pods talk to, the hub's own endpoints, the
+// pool port) and the parts it composes — the remote backends and their health, the node lease,
+// the cache and the offline proxy, identity, tokens, autonomy, the pool, the topology source —
+// and the request pipeline (pipeline.go), a type of its own the Server builds and holds. Config
+// (config.go) is its contract with main; docs/ARCHITECTURE.md is the map.
 package hub
 
 import (
@@ -11,9 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
+	"path/filepath"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"nodehub/cache"
@@ -39,24 +40,21 @@ type Server struct {
 	balancer *remote.Balancer
 	checker  *remote.Checker
 	lease    *nodelease.Lease
-	proxy    *httputil.ReverseProxy
+	pipe     *pipeline // serves the proxy ports (pipeline.go)
 	metrics  *hubMetrics
 	cache    *cache.Manager
 	local    *local.Proxy
 	state    *cloudState
 	filters  *filter.Set
-	// Short requests being served, for MaxInFlight: the node's own clients' and everyone else's.
-	inflightNode, inflightOthers atomic.Int64
-	topo                         *topology.Source
-	ids                          *identity.Table // tokens the cloud accepted, by ServiceAccount
-	dummy                        *dummyif.Link   // nil without --enable-dummy-if
-	ota                          *ota.Handler
-	pool                         *pool.Pool // nil when pool sharing is off
-	pm                           *poolMetrics
+	topo     *topology.Source
+	ids      *identity.Table // tokens the cloud accepted, by ServiceAccount
+	dummy    *dummyif.Link   // nil without --enable-dummy-if
+	ota      *ota.Handler
+	pool     *pool.Pool // nil when pool sharing is off
+	pm       *poolMetrics
 
 	tokens *tokens.Store       // ServiceAccount tokens the cloud issued, for offline token requests
 	auto   *autonomy.Condition // the node's Autonomy condition; nil without a cache
-	node   nodeCopy            // the node as a live watch of it keeps it (nodecopy.go)
 	fix    *endpointfix.Fixer  // the node's endpoints as kubelet reports them; nil without a cache
 
 	mu        sync.Mutex
@@ -75,7 +73,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, state: newCloudState()}
+	s := &Server{cfg: cfg, log: cfg.Log}
 	s.ids = identity.Open(cfg.RootDir, cfg.Log)
 	var err error
 	if s.tokens, err = openTokens(cfg); err != nil {
@@ -93,6 +91,7 @@ func New(cfg Config) (*Server, error) {
 		backends = append(backends, b)
 	}
 	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream, SuspectAfter: suspectAfter}
+	s.state = newCloudState(s.balancer)
 	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
 	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
 	s.checker = &remote.Checker{
@@ -105,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 		HealthyThreshold: cfg.HeartbeatHealthy,
 		OnChange: func(b *remote.Backend, st remote.State) {
 			s.metrics.serverHealth(b, st == remote.Healthy)
-			if s.state.set(s.balancer.State()) {
+			if s.state.update() {
 				s.log.Info("cloud reachability changed", "online", s.state.Online())
 			}
 		},
@@ -143,7 +142,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("hub: filters: %w", err)
 	}
 	s.filters = fs
-	s.proxy = s.newReverseProxy()
 	if d := cfg.DummyIf; d.Enabled {
 		s.dummy = &dummyif.Link{Name: d.Name, IP: d.IP, Log: cfg.Log, OnEnsure: s.metrics.dummyEnsured}
 	}
@@ -155,7 +153,41 @@ func New(cfg Config) (*Server, error) {
 	if s.pool != nil {
 		s.pm.watchStores(reg, s.pool)
 	}
+	s.pipe = newPipeline(pipelineDeps{
+		log: s.log, nodeName: cfg.NodeName, creds: cfg.Credentials,
+		maxInFlight: cfg.MaxInFlight, bodyTimeout: cfg.BodyTimeout, headerTimeout: cfg.HeartbeatTimeout,
+		state: s.state, balancer: s.balancer, lease: s.lease, metrics: s.metrics, pm: s.pm,
+		cache: s.cache, local: s.local, filters: s.filters, topo: s.topo, pool: s.pool,
+		ids: s.ids, tokens: s.tokens, auto: s.auto, fix: s.fix,
+	})
 	return s, nil
+}
+
+// tokensDir is where the token store keeps its files, under --root-dir.
+const tokensDir = "tokens"
+
+// openTokens opens the token store under --root-dir; it refuses a place inside the cache directory
+// (a component's cache can be dropped or read back by other tools; tokens must not).
+func openTokens(cfg Config) (*tokens.Store, error) {
+	dir := ""
+	if cfg.RootDir != "" {
+		dir = filepath.Join(cfg.RootDir, tokensDir)
+		if cfg.CacheDir != "" && within(dir, cfg.CacheDir) {
+			return nil, fmt.Errorf("hub: the token store %s may not be inside the cache directory %s (set --root-dir elsewhere)", dir, cfg.CacheDir)
+		}
+	}
+	s, err := tokens.Open(dir, tokens.Options{Log: cfg.Log})
+	if err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	return s, nil
+}
+
+// within reports whether path is dir or below it, comparing the cleaned names (the flags name
+// both from the same working directory).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // Bounds on what a client may send, on every port the hub serves.

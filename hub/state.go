@@ -9,14 +9,19 @@ import (
 	"nodehub/hub/remote"
 )
 
-// cloudState is whether the cloud is reachable, with what waits on it: offline watches end when
-// it turns online, and proxied requests are cancelled when it turns offline (so their clients
-// come back and land on the local proxy instead of hanging on a dead link).
+// cloudState is whether the cloud is reachable: the one source every part of the hub asks (the
+// pipeline's steps, the offline proxy, GC, OTA, the pool, readiness), never the servers' health
+// itself. It follows the health checker's verdicts on the servers (update: online while one is
+// healthy), and holds what waits on it: offline watches end when it turns online, and proxied
+// requests are cancelled when it turns offline (so their clients come back and land on the local
+// proxy instead of hanging on a dead link).
 //
 // It starts Unknown: until the first probe answers, nothing proved the cloud reachable, and reads
 // the cache can answer do not wait on it for more than coldWait (a hub started on a black-holed
 // link answers from its cache at once instead of after the probe's timeout).
 type cloudState struct {
+	servers *remote.Balancer // whose verdicts it follows
+
 	mu      sync.Mutex
 	state   remote.State
 	changed chan struct{}
@@ -39,8 +44,8 @@ const returnSpread = 2 * time.Second
 // it), short enough that a node restarted on a dead link gets its cached answers at once.
 const coldWait = 50 * time.Millisecond
 
-func newCloudState() *cloudState {
-	s := &cloudState{state: remote.Unknown, changed: make(chan struct{}), coldEnd: time.Now().Add(coldWait), returned: make(chan struct{})}
+func newCloudState(servers *remote.Balancer) *cloudState {
+	s := &cloudState{servers: servers, state: remote.Unknown, changed: make(chan struct{}), coldEnd: time.Now().Add(coldWait), returned: make(chan struct{})}
 	s.period, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -54,6 +59,24 @@ func (s *cloudState) begin(now time.Time) {
 
 // Online reports whether the cloud is known to be reachable.
 func (s *cloudState) Online() bool { return s.get() == remote.Healthy }
+
+// unreachable reports whether the cloud is known to be unreachable (a verdict: not merely none yet).
+func (s *cloudState) unreachable() bool { return s.get() == remote.Unhealthy }
+
+// answeredOnce reports whether some server answered a probe once since the start.
+func (s *cloudState) answeredOnce() bool {
+	for _, b := range s.servers.Backends {
+		if b.Reached() {
+			return true
+		}
+	}
+	return false
+}
+
+// update follows a change of a server's health (remote.Checker.OnChange): the cloud is reachable
+// while some server is healthy, unknown while none is but one has no verdict yet, else not. It
+// reports whether that changed.
+func (s *cloudState) update() bool { return s.set(s.servers.State()) }
 
 // get is Healthy (online), Unhealthy (offline) or Unknown (no verdict yet).
 func (s *cloudState) get() remote.State {

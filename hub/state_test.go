@@ -9,7 +9,7 @@ import (
 )
 
 func TestCloudStateStartsUnknown(t *testing.T) {
-	s := newCloudState()
+	s := newCloudState(&remote.Balancer{})
 	begun := time.Now()
 	s.begin(begun)
 	if s.get() != remote.Unknown || s.Online() {
@@ -67,7 +67,7 @@ func TestCloudStateStartsUnknown(t *testing.T) {
 
 // Going offline from the cold start (the first probe failed) ends what was forwarded meanwhile.
 func TestCloudStateUnknownToOffline(t *testing.T) {
-	s := newCloudState()
+	s := newCloudState(&remote.Balancer{})
 	p := s.onlinePeriod()
 	s.set(remote.Unhealthy)
 	if p.Err() == nil {
@@ -78,7 +78,7 @@ func TestCloudStateUnknownToOffline(t *testing.T) {
 // The cloud's return wakes the hub's own loops (Returned), within the spread window; the channel
 // taken during an outage is the one closed.
 func TestCloudStateReturnedWakesAfterTheReturn(t *testing.T) {
-	s := newCloudState()
+	s := newCloudState(&remote.Balancer{})
 	s.set(remote.Unhealthy)
 	ch := s.Returned()
 	select {

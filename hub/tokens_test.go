@@ -25,11 +25,11 @@ func TestTokenStoreNeverInsideTheCache(t *testing.T) {
 }
 
 func TestVouchedTokenReadsItsServiceAccountsCache(t *testing.T) {
-	s := &Server{ids: identity.Open("", nil)}
+	p := &pipeline{pipelineDeps: pipelineDeps{ids: identity.Open("", nil)}}
 	enc := base64.RawURLEncoding.EncodeToString
 	tok := enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{"sub":"system:serviceaccount:ns:app"}`)) + ".sig"
-	s.ids.Vouch(tok)
-	own, c := s.cacheOwner(&wire.RequestInfo{Component: "app"}, &http.Request{Header: http.Header{"Authorization": {"Bearer " + tok}}}, remote.Passthrough)
+	p.ids.Vouch(tok)
+	own, c := p.cacheOwner(&wire.RequestInfo{Component: "app"}, &http.Request{Header: http.Header{"Authorization": {"Bearer " + tok}}}, remote.Passthrough)
 	if c.SA == "" || own != "app@"+c.SA {
 		t.Fatalf("a token the cloud issued is not known as its ServiceAccount's: owner %q", own)
 	}

@@ -36,13 +36,13 @@ type readCloser struct {
 // writeFallback answers a write the cloud left unanswered from the offline proxy: a token request
 // always (the kept token is the right answer either way), others when no cloud server is healthy.
 // It reports whether it answered.
-func (s *Server) writeFallback(w http.ResponseWriter, q *proxyRequest) bool {
-	if q.local == nil || q.kept == nil || !isTokenRequest(q.ri) && s.balancer.Healthy() {
+func (p *pipeline) writeFallback(w http.ResponseWriter, q *proxyRequest) bool {
+	if q.local == nil || q.kept == nil || !isTokenRequest(q.ri) && p.state.Online() {
 		return false
 	}
-	s.metrics.offline.Inc(q.ri.Verb)
+	p.metrics.offline.Inc(q.ri.Verb)
 	r := q.r.WithContext(q.r.Context())
 	r.Body = io.NopCloser(bytes.NewReader(q.kept))
-	s.local.ServeHTTP(w, r, q.local)
+	p.local.ServeHTTP(w, r, q.local)
 	return true
 }
