@@ -146,6 +146,7 @@ func (s *Server) runParts(g *group) {
 		g.Go("link", func(ctx context.Context) error { s.dummy.Run(ctx); return nil })
 	}
 	for _, p := range s.cfg.Parts {
+		p.bytes.attach(s.metrics, "certs")
 		g.Go(p.Name, p.Run)
 	}
 	s.state.begin(time.Now())

@@ -136,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
 	s.topo.Returned = s.state.Returned
+	s.topo.Services = s.sharedServices
 	cfg.Filters.Topology = s.topo
 	fs, err := filter.New(cfg.Filters)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 
 	"nodehub/hub/remote"
 	"nodehub/node/certs"
@@ -69,6 +70,45 @@ func (id NodeIdentity) Bootstraps() bool {
 type Part struct {
 	Name string
 	Run  func(ctx context.Context) error
+	// bytes, if set, are the part's exchanges with the cloud: the hub counts them as purpose
+	// "certs" of nodehub_cloud_bytes_total once it runs the part.
+	bytes *partBytes
+}
+
+// partBytes counts the body bytes a part exchanges with the cloud into the hub's metric, once
+// the hub attached it; what came before (nothing, as the parts talk to the cloud in Run) is kept
+// until then.
+type partBytes struct {
+	mu      sync.Mutex
+	count   func(direction string, n int)
+	pending map[string]int
+}
+
+func (b *partBytes) add(direction string, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.count != nil {
+		b.count(direction, n)
+		return
+	}
+	if b.pending == nil {
+		b.pending = map[string]int{}
+	}
+	b.pending[direction] += n
+}
+
+// attach counts the part's bytes as purpose in m from now on (nil b or m: nothing).
+func (b *partBytes) attach(m *hubMetrics, purpose string) {
+	if b == nil || m == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count = func(direction string, n int) { m.purposeFunc(purpose, direction)(n) }
+	for d, n := range b.pending {
+		b.count(d, n)
+	}
+	b.pending = nil
 }
 
 // NodeCredentials returns the node's credentials for Config.Credentials and, when the hub
@@ -76,12 +116,13 @@ type Part struct {
 // nil and nil). That part's error (a wrong CA pin) stops the hub.
 func NodeCredentials(id NodeIdentity, log *slog.Logger) (Credentials, func(string) error, *Part) {
 	if id.Bootstraps() {
+		b := &partBytes{}
 		mgr := certs.NewManager(certs.ManagerConfig{
 			Servers: id.Servers, NodeName: id.NodeName, Organizations: id.Organizations, Dir: id.PKIDir,
 			Token: id.JoinToken, Discovery: certs.Discovery{CAHashes: id.CAHashes, SkipCAVerification: id.SkipCAVerification},
-			BootstrapKubeconfig: id.BootstrapFile, Log: log,
+			BootstrapKubeconfig: id.BootstrapFile, Log: log, OnBytes: b.add,
 		})
-		return mgr, mgr.SetToken, &Part{Name: "node credentials", Run: mgr.Run}
+		return mgr, mgr.SetToken, &Part{Name: "node credentials", Run: mgr.Run, bytes: b}
 	}
 	if id.Mode == certs.ModeToken && id.ClientCert == "" && id.CAFile == "" {
 		log.Info("no --join-token or --bootstrap-file and no bootstrapped certificate: using kubelet's credentials", "kubeconfig", id.KubeletKubeconfig)
@@ -125,6 +166,7 @@ func SecureNames(bindProxy string, port int, masterHost string, dummy DummyIf, p
 // that obtains it (a kubernetes.io/kubelet-serving CSR for ips and the kubernetes service names,
 // stored in pkiDir) and renews it.
 func ServingCertificate(servers []string, nodeName, pkiDir string, ips []net.IP, creds Credentials, log *slog.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), Part) {
-	s := certs.NewServing(certs.ServingConfig{Servers: servers, NodeName: nodeName, Dir: pkiDir, IPs: ips, Creds: creds, Log: log})
-	return s.GetCertificate, Part{Name: "serving certificate", Run: func(ctx context.Context) error { s.Run(ctx); return nil }}
+	b := &partBytes{}
+	s := certs.NewServing(certs.ServingConfig{Servers: servers, NodeName: nodeName, Dir: pkiDir, IPs: ips, Creds: creds, Log: log, OnBytes: b.add})
+	return s.GetCertificate, Part{Name: "serving certificate", Run: func(ctx context.Context) error { s.Run(ctx); return nil }, bytes: b}
 }

@@ -131,46 +131,82 @@ type protoWatch struct {
 }
 
 // Write splits whole frames straight out of p (a watch's events usually arrive a frame or more per
-// read: nothing is copied for them) and keeps only a frame cut short, until the rest arrives.
+// read: nothing is copied for them) and keeps only a frame cut short, until the rest arrives: it
+// takes from the next p just what that frame lacks, into a buffer of the frame's size, and splits
+// the rest of p in place (a watch-list's initial events arrive as a stream of reads that cut
+// frames anywhere: copying each read whole behind the frame cut short would copy the stream).
 func (s *protoWatch) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	in := p
+	total := len(p)
 	if len(s.buf) > 0 {
-		s.buf = append(s.buf, p...)
-		in = s.buf
-	}
-	for len(in) >= 4 {
-		n := binary.BigEndian.Uint32(in)
-		if uint64(n) > uint64(s.limit) {
-			s.err = fmt.Errorf("%w (%d bytes announced)", tooLarge("watch frame", s.limit), n)
-			s.buf = nil
-			return 0, s.err
+		if len(s.buf) < 4 {
+			k := min(4-len(s.buf), len(p))
+			s.buf, p = append(s.buf, p[:k]...), p[k:]
+			if len(s.buf) < 4 {
+				return total, nil
+			}
 		}
-		if uint32(len(in)-4) < n {
-			break
-		}
-		ev, err := DecodeProtoWatchEvent(in[4 : 4+n])
-		if err == nil {
-			ev.Frame = in[:4+n]
-			err = s.fn(ev)
-		}
+		n, err := s.frameLen(s.buf)
 		if err != nil {
-			s.err = err
 			return 0, err
 		}
-		in = in[4+n:]
-	}
-	switch {
-	case len(in) == 0:
+		if cap(s.buf) < 4+n {
+			s.buf = append(make([]byte, 0, 4+n), s.buf...)
+		}
+		k := min(4+n-len(s.buf), len(p))
+		s.buf, p = append(s.buf, p[:k]...), p[k:]
+		if len(s.buf) < 4+n {
+			return total, nil
+		}
+		frame := s.buf
 		s.buf = nil
-	case len(s.buf) > 0:
-		s.buf = in // the rest of what it holds
-	default:
-		s.buf = append([]byte(nil), in...) // a frame cut short: kept until the rest arrives
+		if err := s.frame(frame, n); err != nil {
+			return 0, err
+		}
 	}
-	return len(p), nil
+	for len(p) >= 4 {
+		n, err := s.frameLen(p)
+		if err != nil {
+			return 0, err
+		}
+		if len(p)-4 < n {
+			break
+		}
+		if err := s.frame(p[:4+n], n); err != nil {
+			return 0, err
+		}
+		p = p[4+n:]
+	}
+	if len(p) > 0 {
+		s.buf = append([]byte(nil), p...) // a frame cut short: kept until the rest arrives
+	}
+	return total, nil
+}
+
+// frameLen reads a frame's announced length, within the limit.
+func (s *protoWatch) frameLen(b []byte) (int, error) {
+	n := binary.BigEndian.Uint32(b)
+	if uint64(n) > uint64(s.limit) {
+		s.err = fmt.Errorf("%w (%d bytes announced)", tooLarge("watch frame", s.limit), n)
+		s.buf = nil
+		return 0, s.err
+	}
+	return int(n), nil
+}
+
+// frame hands one whole frame (its 4-byte length, then n bytes) to fn.
+func (s *protoWatch) frame(frame []byte, n int) error {
+	ev, err := DecodeProtoWatchEvent(frame[4 : 4+n])
+	if err == nil {
+		ev.Frame = frame
+		err = s.fn(ev)
+	}
+	if err != nil {
+		s.err = err
+	}
+	return err
 }
 
 // DecodeProtoWatchEvent reads one protobuf watch frame: a metav1.WatchEvent{type=1,

@@ -26,6 +26,10 @@ type Source struct {
 	// Returned, if set (before Run), returns a channel closed when the cloud came back: the
 	// informers end their back-off then (listwatch.Loop.Wake).
 	Returned func() <-chan struct{}
+	// Services, if set (before Run), offers the Services from a copy the hub already keeps
+	// current (the pool's shared store): a Follow while there is one, else nil, and the services
+	// are listed and watched through fetch. Asked again each time a Follow or a watch ends.
+	Services func(ctx context.Context) Follow
 
 	poolName string
 	fetch    listwatch.Fetch
@@ -47,6 +51,10 @@ type Source struct {
 	poolTries                  int
 	synced                     chan struct{}
 }
+
+// Follow hands list every Service (raw, JSON or protobuf) and then event each change, until ctx
+// ends (nil) or it can no longer follow them (an error: the services are read again).
+type Follow func(ctx context.Context, list func(items [][]byte), event func(wire.WatchEvent)) error
 
 // New returns an empty topology for a node of pool poolName ("" for none) that Run reads through
 // fetch: the hub gives it the cloud as the node, its answers cached and read back offline.
@@ -175,7 +183,11 @@ func (t *Source) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	inform := func(path, name string, tried func(), list func([][]byte), event func(wire.WatchEvent)) {
-		wg.Go(func() { t.informer(ctx, path, name, tried, list, event) })
+		shared := t.Services
+		if name != "services" {
+			shared = nil
+		}
+		wg.Go(func() { t.informer(ctx, path, name, shared, tried, list, event) })
 	}
 	inform("/api/v1/services", "services", nil, func(items [][]byte) {
 		seen := map[string]bool{}
@@ -289,7 +301,8 @@ func poolNodes(raw []byte) map[string]bool {
 // the last resourceVersion it delivered (an event's or a bookmark's); only a 410 (or the first
 // time) lists again, from the apiserver's watch cache — a hub coming back after an outage does
 // not list every service again. tried, if set, is told once, when the first list ended, however.
-func (t *Source) informer(ctx context.Context, path, resource string, tried func(), onList func([][]byte), onEvent func(wire.WatchEvent)) {
+// shared, if set, is asked first each time: a Follow it offers is followed instead (no request).
+func (t *Source) informer(ctx context.Context, path, resource string, shared func(context.Context) Follow, tried func(), onList func([][]byte), onEvent func(wire.WatchEvent)) {
 	fetch := t.fetch
 	sep := "?"
 	if strings.Contains(path, "?") {
@@ -299,6 +312,21 @@ func (t *Source) informer(ctx context.Context, path, resource string, tried func
 	var once sync.Once
 	listwatch.Loop{First: time.Second, Most: 30 * time.Second, Refused: time.Minute, Wake: t.Returned}.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
 		var err error
+		if shared != nil {
+			if follow := shared(ctx); follow != nil {
+				rv = "" // back on fetch, it lists again: the followed copy's resourceVersion is not its
+				err = follow(ctx, func(items [][]byte) {
+					onList(items)
+					if tried != nil {
+						once.Do(tried)
+					}
+				}, onEvent)
+				if err != nil {
+					t.log.Debug("topology: "+resource+" from the shared store", "err", err)
+				}
+				return nil, err
+			}
+		}
 		if rv == "" {
 			var items [][]byte
 			var meta wire.ListMeta

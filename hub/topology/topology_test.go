@@ -2,12 +2,15 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"nodehub/wire"
 )
 
 // fakeCloud answers the topology's lists from its maps and streams the events sent on its
@@ -123,5 +126,77 @@ func TestSourceWithoutPoolReadsOnlyServices(t *testing.T) {
 		if !strings.HasPrefix(p, "/api/v1/services") {
 			t.Fatalf("a node without a pool read %s", p)
 		}
+	}
+}
+
+// With a shared copy of the services (Services), the source follows it and asks fetch nothing
+// for services; once no copy is offered (the store emptied past its bounds), it lists and
+// watches through fetch again.
+func TestSourceFollowsSharedServices(t *testing.T) {
+	cloud := &fakeCloud{events: make(chan string), lists: map[string]string{
+		"/api/v1/services": `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[
+			{"metadata":{"namespace":"default","name":"from-cloud","annotations":{"openyurt.io/topologyKeys":"openyurt.io/nodepool"}}}]}`,
+	}}
+	var mu sync.Mutex
+	var asked []string
+	fetch := func(ctx context.Context, path string) (*http.Response, error) {
+		mu.Lock()
+		asked = append(asked, path)
+		mu.Unlock()
+		return cloud.fetch(ctx, path)
+	}
+	events := make(chan wire.WatchEvent)
+	gone := make(chan struct{})
+	offered := 0
+	src := New("", fetch, nil)
+	src.Services = func(ctx context.Context) Follow {
+		select {
+		case <-gone:
+			return nil
+		default:
+		}
+		offered++
+		return func(ctx context.Context, list func([][]byte), event func(wire.WatchEvent)) error {
+			list([][]byte{[]byte(`{"metadata":{"namespace":"default","name":"web","annotations":{"openyurt.io/topologyKeys":"kubernetes.io/hostname"}}}`)})
+			for {
+				select {
+				case ev := <-events:
+					event(ev)
+				case <-gone:
+					return errors.New("store emptied")
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); src.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	select {
+	case <-src.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not synced from the shared services")
+	}
+	if src.TopologyKey("default", "web") != "kubernetes.io/hostname" {
+		t.Fatalf("key of web: %q", src.TopologyKey("default", "web"))
+	}
+	events <- wire.WatchEvent{Type: wire.EventAdded, Object: []byte(`{"metadata":{"namespace":"default","name":"db","annotations":{"openyurt.io/topologyKeys":"openyurt.io/nodepool"}}}`)}
+	eventually(t, "a followed event", func() bool { return src.TopologyKey("default", "db") == "openyurt.io/nodepool" })
+	mu.Lock()
+	if len(asked) != 0 {
+		t.Fatalf("fetch asked for %v while the shared services were followed", asked)
+	}
+	mu.Unlock()
+
+	close(gone)
+	eventually(t, "the cloud's services once no shared copy is offered", func() bool {
+		return src.TopologyKey("default", "from-cloud") == "openyurt.io/nodepool" && src.TopologyKey("default", "web") == ""
+	})
+	if offered != 1 {
+		t.Fatalf("offered %d times", offered)
 	}
 }

@@ -70,6 +70,8 @@ type Discovery struct {
 	CAHashes           []string
 	SkipCAVerification bool
 	Timeout            time.Duration
+
+	count OnBytes // the Manager's ManagerConfig.OnBytes
 }
 
 // clusterInfo is the part of the kube-public/cluster-info ConfigMap discovery reads.
@@ -196,6 +198,7 @@ func (d Discovery) get(ctx context.Context, server string, tlsCfg *tls.Config) (
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	d.count.add("received", len(body))
 	if err != nil {
 		return nil, fmt.Errorf("certs: cluster-info: %w", err)
 	}

@@ -51,12 +51,24 @@ type apiClient struct {
 	server string
 	token  string
 	http   *http.Client
+	count  OnBytes // nil: not counted
 }
 
-func newAPIClient(server string, tlsCfg *tls.Config, token string, timeout time.Duration) *apiClient {
+// OnBytes, if set, is told the body bytes exchanged with the cloud: direction "sent" (a request's
+// body) or "received" (an answer's); the hub counts them (nodehub_cloud_bytes_total, purpose
+// "certs").
+type OnBytes func(direction string, n int)
+
+func (f OnBytes) add(direction string, n int) {
+	if f != nil && n > 0 {
+		f(direction, n)
+	}
+}
+
+func newAPIClient(server string, tlsCfg *tls.Config, token string, timeout time.Duration, count OnBytes) *apiClient {
 	// Keep-alive: a pending CSR is polled on one connection, not a TLS handshake per poll. The
 	// clients are short-lived; an idle connection goes after 90 s (or when the CSR is done).
-	return &apiClient{server: server, token: token, http: &http.Client{Timeout: timeout,
+	return &apiClient{server: server, token: token, count: count, http: &http.Client{Timeout: timeout,
 		Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second}}}
 }
 
@@ -69,6 +81,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, in, out any) er
 			return err
 		}
 		body = bytes.NewReader(b)
+		c.count.add("sent", len(b))
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.server+path, body)
 	if err != nil {
@@ -88,6 +101,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, in, out any) er
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	c.count.add("received", len(data))
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ type ManagerConfig struct {
 	// IssueTimeout bounds the wait for one CSR to be issued (default 15 minutes).
 	IssueTimeout time.Duration
 	Log          *slog.Logger
+	// OnBytes, if set, is told the body bytes of every exchange with the cloud (cluster-info,
+	// CSRs).
+	OnBytes OnBytes
 }
 
 // Manager owns the node's client certificate: it bootstraps one with a join token (or a
@@ -270,7 +273,7 @@ func (m *Manager) bootstrap(ctx context.Context) error {
 			servers = append([]string{kc.Server}, servers...)
 		}
 		for _, srv := range servers {
-			err := m.issue(ctx, srv, kc.CA, pool, newAPIClient(srv, tlsCfg, kc.Token, 30*time.Second))
+			err := m.issue(ctx, srv, kc.CA, pool, newAPIClient(srv, tlsCfg, kc.Token, 30*time.Second, m.cfg.OnBytes))
 			if err == nil {
 				return nil
 			}
@@ -282,6 +285,7 @@ func (m *Manager) bootstrap(ctx context.Context) error {
 		return errors.New("certs: no valid certificate and no join token (give --join-token, or POST one to /v1/token)")
 	}
 	d := m.cfg.Discovery
+	d.count = m.cfg.OnBytes
 	d.Token = token
 	d.CAHashes = append(append([]string(nil), d.CAHashes...), m.storedPins...)
 	for _, srv := range m.cfg.Servers {
@@ -295,7 +299,7 @@ func (m *Manager) bootstrap(ctx context.Context) error {
 		}
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(caPEM)
-		c := newAPIClient(srv, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, token, 30*time.Second)
+		c := newAPIClient(srv, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, token, 30*time.Second, m.cfg.OnBytes)
 		if err := m.issue(ctx, srv, caPEM, pool, c); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", srv, err))
 			continue
@@ -310,7 +314,7 @@ func (m *Manager) renew(ctx context.Context, cur *tls.Certificate) error {
 	pool := m.pool.Load()
 	var errs []error
 	for _, srv := range m.cfg.Servers {
-		c := newAPIClient(srv, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{*cur}, MinVersion: tls.VersionTLS12}, "", 30*time.Second)
+		c := newAPIClient(srv, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{*cur}, MinVersion: tls.VersionTLS12}, "", 30*time.Second, m.cfg.OnBytes)
 		if err := m.issue(ctx, srv, nil, pool, c); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", srv, err))
 			continue

@@ -33,6 +33,9 @@ type ServingConfig struct {
 	IssueTimeout time.Duration
 	Creds        wire.Credentials // the node's: a Manager, or a Source of kubelet's files
 	Log          *slog.Logger
+	// OnBytes, if set, is told the body bytes of every exchange with the cloud (the kubernetes
+	// Service's address, CSRs).
+	OnBytes OnBytes
 }
 
 // KubernetesServiceNames are the names pods use for the apiserver; the serving certificate
@@ -132,7 +135,7 @@ func (s *Serving) credsReady() bool {
 }
 
 func (s *Serving) client(srv string) *apiClient {
-	return newAPIClient(srv, &tls.Config{RootCAs: s.cfg.Creds.CAPool(), GetClientCertificate: s.cfg.Creds.GetClientCertificate, MinVersion: tls.VersionTLS12}, "", 30*time.Second)
+	return newAPIClient(srv, &tls.Config{RootCAs: s.cfg.Creds.CAPool(), GetClientCertificate: s.cfg.Creds.GetClientCertificate, MinVersion: tls.VersionTLS12}, "", 30*time.Second, s.cfg.OnBytes)
 }
 
 // wanted is the SAN set: the configured addresses, the kubernetes names and the ClusterIP of

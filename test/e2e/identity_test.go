@@ -146,6 +146,12 @@ func TestTokenBootstrapJoinsAsNode(t *testing.T) {
 	if v, _ := h.Metric("nodehub_client_certificate_expiry_seconds"); v < 3600 {
 		t.Fatalf("nodehub_client_certificate_expiry_seconds %v", v)
 	}
+	// The bootstrap's exchanges (cluster-info, the CSR and its polls) are cloud bytes too.
+	for _, d := range []string{"sent", "received"} {
+		if v, _ := h.Metric(`nodehub_cloud_bytes_total{purpose="certs",direction="` + d + `"}`); v < 500 {
+			t.Fatalf("nodehub_cloud_bytes_total certs %s: %v", d, v)
+		}
+	}
 	h.Stop()
 
 	h2 := startJoiningHub(t, dir, cluster.APIServers[0].URL, true)
