@@ -18,21 +18,24 @@ import (
 // cloudClient is the hub's one way of reaching the cloud as the node for its own requests (pool
 // sharing, OTA, GC, the topology source): an http.RoundTripper whose requests carry only a path
 // and query ("/api/v1/pods?..."); a healthy server chosen by the balancer answers, with the node's
-// identity, a watch on a streaming connection. The node lease's heartbeat is the exception: it
+// identity, over its HTTP/2 connection. The node lease's heartbeat is the exception: it
 // goes to each server through that server's own Backend.
 type cloudClient struct {
 	balancer *remote.Balancer
 	metrics  *hubMetrics
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. Every request goes over the server's HTTP/2
+// connection, the one the hub's watches keep open: the hub's own short requests are sporadic (an
+// election's list, a refused list tried again, the autonomy condition), and over HTTP/1.1 each
+// would find its keep-alive connection gone (90 s idle) and pay a TLS handshake, ~2 KB from the
+// cloud, for an answer of a few hundred bytes.
 func (c cloudClient) RoundTrip(req *http.Request) (*http.Response, error) {
-	stream := req.URL.Query().Get("watch") != ""
 	purpose := "own"
 	if req.Header.Get("User-Agent") == "nodehub/pool" {
 		purpose = "pool"
 	}
-	return countPurpose(c.metrics, purpose, req)(c.balancer.Send(remote.Route{Identity: remote.Node, Stream: stream}, req))
+	return countPurpose(c.metrics, purpose, req)(c.balancer.Send(remote.Route{Identity: remote.Node, Stream: true}, req))
 }
 
 // countPurpose counts a request's body and its answer's as purpose (nodehub_cloud_bytes_total).

@@ -35,8 +35,9 @@ const (
 type Route struct {
 	// Identity is the credential the request carries.
 	Identity Identity
-	// Stream marks a long-lived response (a watch): it goes over the server's shared HTTP/2
-	// connection, so a node's many watches cost one TCP connection. Other requests use a small
+	// Stream sends the request over the server's shared HTTP/2 connection: a long-lived response
+	// (a watch), so a node's many watches cost one TCP connection, or a sporadic request that
+	// should not pay a handshake of its own. Other requests (the clients' bursts) use a small
 	// pool of HTTP/1.1 keep-alive connections, which costs less CPU per request.
 	Stream bool
 	// HeaderTimeout, with OnSlow, bounds the wait for response headers: when it passes, OnSlow is
@@ -189,7 +190,10 @@ func (b *Backend) transport(i int) (*http.Transport, error) {
 		if pool == nil {
 			return nil, ErrNoCredentials
 		}
-		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		// Resumed sessions: a new connection (a client's request after its keep-alive one went
+		// idle, every connection after an outage) skips the server's certificate and signature:
+		// ~1 KB less from the cloud, and less of the apiserver's CPU when a region comes back.
+		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(8)}
 		if id == Node {
 			tlsCfg.GetClientCertificate = b.creds.GetClientCertificate
 		}
