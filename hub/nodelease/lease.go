@@ -45,6 +45,8 @@ type Lease struct {
 	kubeletSeen time.Time
 	cloud       *wire.Lease // what the cloud last returned: its metadata is the truth
 	lastCode    int
+	// fieldsReset: a renewal since the last full write reset the lease's managed fields.
+	fieldsReset bool
 	// marks are labels the hub sets and removes while it runs (SetLabel): value "" removes.
 	marks map[string]string
 }

@@ -19,6 +19,18 @@ import (
 	"nodehub/wire"
 )
 
+// managedBy is the apiserver's bookkeeping of one writer, the hub, that set fields.
+func managedBy(fields string) []metav1.ManagedFieldsEntry {
+	return []metav1.ManagedFieldsEntry{{Manager: "nodehub", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}}
+}
+
+// Managed fields as the apiserver records the hub's writes: a full write's, and a renewal's
+// after a reset.
+const (
+	fullWriteFields = `{"f:metadata":{"f:labels":{".":{},"f:pool":{}}},"f:spec":{"f:holderIdentity":{},"f:leaseDurationSeconds":{},"f:renewTime":{}}}`
+	renewalFields   = `{"f:spec":{"f:renewTime":{}}}`
+)
+
 // fakeCloud is a kube-apiserver's lease endpoint for one node: get, create, and update with
 // resourceVersion checks. Tests make it answer other codes through fail.
 type fakeCloud struct {
@@ -31,8 +43,10 @@ type fakeCloud struct {
 	// jsonOnly: answers JSON whatever the client accepts (a server or proxy without protobuf);
 	// otherwise, as an apiserver, protobuf to a client that accepts it.
 	jsonOnly bool
-	// bodies counts request bodies by content type.
+	// bodies counts request bodies by content type; resets counts the renewals that reset the
+	// managed fields.
 	bodies map[string]int
+	resets int
 }
 
 func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +73,9 @@ func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodPatch { // the renewal's merge patch: the renew time alone
 				c.bodies[ct]++
 				var p struct {
+					Metadata *struct {
+						ManagedFields []map[string]any `json:"managedFields"`
+					} `json:"metadata"`
 					Spec map[string]json.RawMessage `json:"spec"`
 				}
 				var at metav1.MicroTime
@@ -69,6 +86,14 @@ func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				if c.lease == nil {
 					http.Error(w, "not found", http.StatusNotFound)
 					return
+				}
+				if p.Metadata != nil { // the only metadata a renewal sends: the managed fields' reset
+					if len(p.Metadata.ManagedFields) != 1 || len(p.Metadata.ManagedFields[0]) != 0 {
+						http.Error(w, "bad patch "+string(data), http.StatusBadRequest)
+						return
+					}
+					c.lease.ManagedFields = managedBy(renewalFields) // from now on only what changes
+					c.resets++
 				}
 				c.rv++
 				c.lease.Spec.RenewTime, c.lease.ResourceVersion = &at, strconv.Itoa(c.rv)
@@ -100,7 +125,7 @@ func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.rv++
-		in.UID, in.ResourceVersion = "uid-1", strconv.Itoa(c.rv)
+		in.UID, in.ResourceVersion, in.ManagedFields = "uid-1", strconv.Itoa(c.rv), managedBy(fullWriteFields)
 		c.lease = &in
 		c.answer(w, r, http.StatusCreated)
 		return
@@ -114,7 +139,7 @@ func (c *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.rv++
-		in.UID, in.ResourceVersion = c.lease.UID, strconv.Itoa(c.rv)
+		in.UID, in.ResourceVersion, in.ManagedFields = c.lease.UID, strconv.Itoa(c.rv), managedBy(fullWriteFields)
 		c.lease = &in
 	}
 	c.answer(w, r, http.StatusOK)
@@ -431,4 +456,35 @@ func TestHeartbeatSetsAndRemovesAMark(t *testing.T) {
 	if _, there := cloud.lease.Labels["lead"]; there {
 		t.Fatalf("the mark stayed: %v", cloud.lease.Labels)
 	}
+}
+
+// The apiserver answers every renewal with the whole lease, managed fields and all: the first
+// renewal after a full write (the creation, a mark set) resets them, so the answers carry only
+// the renew time's entry; later renewals send the renew time alone.
+func TestRenewalsResetTheManagedFieldsOnceAfterAFullWrite(t *testing.T) {
+	l, _, cloud, rt, _ := newTestLease(t)
+	ctx := context.Background()
+	beat := func(want string, resets int) {
+		t.Helper()
+		if err := l.Heartbeat(ctx, rt); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(cloud.took(), ","); got != want || cloud.resets != resets {
+			t.Fatalf("heartbeat sent %s with %d resets so far, want %s with %d", got, cloud.resets, want, resets)
+		}
+	}
+	beat("GET,POST", 0)
+	if string(cloud.lease.ManagedFields[0].FieldsV1.Raw) != fullWriteFields {
+		t.Fatal("the fake cloud does not record a full write")
+	}
+	beat("PATCH", 1)
+	if string(cloud.lease.ManagedFields[0].FieldsV1.Raw) != renewalFields {
+		t.Fatalf("managed fields after the reset: %s", cloud.lease.ManagedFields[0].FieldsV1.Raw)
+	}
+	beat("PATCH", 1)
+	beat("PATCH", 1)
+	l.SetLabel("lead", "p1")
+	beat("PUT", 1)
+	beat("PATCH", 2)
+	beat("PATCH", 2)
 }
