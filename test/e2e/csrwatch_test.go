@@ -77,3 +77,24 @@ func TestServingCSRWatchedUntilApproved(t *testing.T) {
 		t.Fatalf("%v GETs of CSRs in all, want none: the watch brought the certificate", gets)
 	}
 }
+
+// A bootstrap token may watch CSRs (system:node-bootstrapper): the joining hub's client CSR is
+// watched, not polled.
+func TestTokenBootstrapWatchesItsCSR(t *testing.T) {
+	startControllerManager(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := readAPIServerCounts(t, ctx, "certificatesigningrequests")
+	h := startJoiningHub(t, t.TempDir(), cluster.APIServers[0].URL, true,
+		"--join-token="+joinToken, "--discovery-token-ca-cert-hash="+cluster.CAHash())
+	if u := whoAmI(t, h.Config("kubectl", false)); u.Username != "system:node:"+harness.NodeName {
+		t.Fatalf("proxied as %q", u.Username)
+	}
+	after := readAPIServerCounts(t, ctx, "certificatesigningrequests")
+	if gets := after.done["GET"] - before.done["GET"]; gets > 0 {
+		t.Fatalf("%v GETs of CSRs during the bootstrap, want none (watched)", gets)
+	}
+	if creates := after.done["POST"] - before.done["POST"]; creates < 1 {
+		t.Fatalf("%v CSRs created", creates)
+	}
+}
