@@ -142,9 +142,15 @@ func (s *fakeCSRServer) counts() (creates, gets, watches int) {
 
 func (s *fakeCSRServer) request(t *testing.T, count OnBytes) ([]byte, error) {
 	t.Helper()
+	return s.requestTimeout(t, 30*time.Second, count)
+}
+
+// requestTimeout is request with the client's (non-watch) request timeout.
+func (s *fakeCSRServer) requestTimeout(t *testing.T, timeout time.Duration, count OnBytes) ([]byte, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := newAPIClient(s.srv.URL, nil, "", 30*time.Second, count)
+	c := newAPIClient(s.srv.URL, nil, "", timeout, count)
 	return requestCertificate(ctx, c, CSRSpec{Signer: SignerClient, CN: "system:node:n", Orgs: []string{"system:nodes"}}, nil)
 }
 
@@ -154,12 +160,13 @@ func TestCSRWatchedUntilIssuedWithoutPolling(t *testing.T) {
 			t.Errorf("watch from resourceVersion %q, want the create's 10", rv)
 		}
 		s.event(w, "ADDED", false, "")
-		time.Sleep(1500 * time.Millisecond) // the scenario: approved a while after the create
+		time.Sleep(2500 * time.Millisecond) // the scenario: approved a while after the create, past the client's request timeout
 		s.event(w, "MODIFIED", false, "Approved")
 		s.event(w, "MODIFIED", true, "Approved")
 	})
 	var received atomic.Int64
-	out, err := s.request(t, func(dir string, n int) {
+	// The client's 1 s request timeout does not cut the watch.
+	out, err := s.requestTimeout(t, time.Second, func(dir string, n int) {
 		if dir == "received" {
 			received.Add(int64(n))
 		}
