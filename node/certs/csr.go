@@ -56,6 +56,9 @@ type apiClient struct {
 	http   *http.Client
 	stream *http.Client // http without its Timeout, on the same Transport: watches
 	count  OnBytes      // nil: not counted
+	// watchLasted: a CSR's watch that ends or fails sooner counts as failed (watchFailures in a
+	// row: polled instead).
+	watchLasted time.Duration
 }
 
 // OnBytes, if set, is told the body bytes exchanged with the cloud: direction "sent" (a request's
@@ -75,7 +78,7 @@ func newAPIClient(server string, tlsCfg *tls.Config, token string, timeout time.
 	// the CSR is done).
 	tr := &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second}
 	return &apiClient{server: server, token: token, count: count, http: &http.Client{Timeout: timeout, Transport: tr},
-		stream: &http.Client{Transport: tr}}
+		stream: &http.Client{Transport: tr}, watchLasted: time.Minute}
 }
 
 // maxAnswer bounds an answer's body, and each event of a watch.
@@ -228,12 +231,9 @@ func disappeared(name string) error {
 	return fmt.Errorf("certs: CSR %s disappeared before it was issued", name)
 }
 
-// watchFailures is how many watches in a row may fail (without lasting watchLasted) before the
-// CSR is polled instead.
-const (
-	watchFailures = 3
-	watchLasted   = time.Minute
-)
+// watchFailures is how many watches in a row may fail or end without lasting the client's
+// watchLasted before the CSR is polled instead.
+const watchFailures = 3
 
 // waitIssued waits for created to be issued, as kubelet does: a watch of the one CSR from the
 // create's resourceVersion, each lasting ~10 minutes (jittered), then one GET (a re-check and a
@@ -284,14 +284,15 @@ func waitIssued(ctx context.Context, c *apiClient, created *csrObject) (*csrObje
 			return nil, disappeared(name)
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("certs: CSR %s not issued: %w", name, ctx.Err())
-		case err == nil, errors.As(err, &ae) && ae.Code == http.StatusGone:
-			// The watch's timeout, or its resourceVersion too old: GET, watch again.
-			failures, backoff = 0, time.Second
 		case errors.As(err, &ae) && (ae.Code == http.StatusForbidden || ae.Code == http.StatusNotFound || ae.Code == http.StatusMethodNotAllowed):
 			failures = watchFailures // refused: poll
-		case time.Since(start) >= watchLasted:
-			failures, backoff = 1, time.Second // a long watch cut: not a failing server
+		case time.Since(start) >= c.watchLasted:
+			// Its timeout (or a cut, or its resourceVersion expired, after a while): GET, watch again.
+			failures, backoff = 0, time.Second
+		case errors.As(err, &ae) && ae.Code == http.StatusGone:
+			failures++ // its resourceVersion too old at once: GET (a fresh one), watch again
 		default:
+			// Failed, or ended, at once: again after a pause, then poll.
 			failures++
 			if failures < watchFailures && !sleepCtx(ctx, backoff) {
 				return nil, fmt.Errorf("certs: CSR %s not issued: %w", name, ctx.Err())

@@ -142,15 +142,17 @@ func (s *fakeCSRServer) counts() (creates, gets, watches int) {
 
 func (s *fakeCSRServer) request(t *testing.T, count OnBytes) ([]byte, error) {
 	t.Helper()
-	return s.requestTimeout(t, 30*time.Second, count)
+	return s.requestWith(t, 30*time.Second, time.Minute, count)
 }
 
-// requestTimeout is request with the client's (non-watch) request timeout.
-func (s *fakeCSRServer) requestTimeout(t *testing.T, timeout time.Duration, count OnBytes) ([]byte, error) {
+// requestWith is request with the client's (non-watch) request timeout and how long a watch
+// must last not to count as failed.
+func (s *fakeCSRServer) requestWith(t *testing.T, timeout, watchLasted time.Duration, count OnBytes) ([]byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := newAPIClient(s.srv.URL, nil, "", timeout, count)
+	c.watchLasted = watchLasted
 	return requestCertificate(ctx, c, CSRSpec{Signer: SignerClient, CN: "system:node:n", Orgs: []string{"system:nodes"}}, nil)
 }
 
@@ -166,7 +168,7 @@ func TestCSRWatchedUntilIssuedWithoutPolling(t *testing.T) {
 	})
 	var received atomic.Int64
 	// The client's 1 s request timeout does not cut the watch.
-	out, err := s.requestTimeout(t, time.Second, func(dir string, n int) {
+	out, err := s.requestWith(t, time.Second, time.Minute, func(dir string, n int) {
 		if dir == "received" {
 			received.Add(int64(n))
 		}
@@ -189,24 +191,29 @@ func TestCSRWatchedUntilIssuedWithoutPolling(t *testing.T) {
 func TestCSRWatchEndedThenOneGetAndWatchAgainOnOneConnection(t *testing.T) {
 	s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
 		switch n {
-		case 1: // ends at its timeout without an event; the CSR changes meanwhile
+		case 1, 3: // ends at its timeout without an event; the CSR changes meanwhile
+			time.Sleep(300 * time.Millisecond) // the scenario: longer than the client's watchLasted
 			s.mu.Lock()
-			s.obj.Metadata.ResourceVersion = "11"
+			s.obj.Metadata.ResourceVersion = strconv.Itoa(10 + n)
 			s.mu.Unlock()
-		case 2:
+		case 2: // ends at once: a failure, but the ones before and after are fine
 			if rv != "11" {
 				t.Errorf("second watch from %q, want the GET's 11", rv)
+			}
+		case 4:
+			if rv != "13" {
+				t.Errorf("fourth watch from %q, want the GET's 13", rv)
 			}
 			s.event(w, "MODIFIED", true, "Approved")
 		default:
 			t.Errorf("watch %d", n)
 		}
 	})
-	if _, err := s.request(t, nil); err != nil {
+	if _, err := s.requestWith(t, 30*time.Second, 100*time.Millisecond, nil); err != nil {
 		t.Fatal(err)
 	}
-	if c, g, w := s.counts(); c != 1 || g != 1 || w != 2 {
-		t.Fatalf("creates %d, GETs %d, watches %d; want 1, 1, 2", c, g, w)
+	if c, g, w := s.counts(); c != 1 || g != 3 || w != 4 {
+		t.Fatalf("creates %d, GETs %d, watches %d; want 1, 3, 4", c, g, w)
 	}
 	if n := s.conns.Load(); n != 1 {
 		t.Fatalf("%d connections, want 1 kept alive for the create, the watches and the GET", n)
@@ -294,6 +301,43 @@ func TestCSRWatchEventTooLarge(t *testing.T) {
 			s.mu.Unlock()
 		}
 		w.Write([]byte(`{"type":"MODIFIED","object":{"metadata":{"name":"` + strings.Repeat("x", maxAnswer+1) + `"}}}`))
+	})
+	if _, err := s.request(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, w := s.counts(); w != watchFailures {
+		t.Fatalf("%d watches, want %d before polling", w, watchFailures)
+	}
+}
+
+// A server that ends every watch at once is not asked again and again: after watchFailures
+// watches the CSR is polled.
+func TestCSRWatchEndingAtOnceFallsBackToPolling(t *testing.T) {
+	s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
+		if n == watchFailures {
+			s.mu.Lock()
+			s.issueOnGet = true
+			s.mu.Unlock()
+		}
+	})
+	if _, err := s.request(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, w := s.counts(); w != watchFailures {
+		t.Fatalf("%d watches, want %d before polling", w, watchFailures)
+	}
+}
+
+// A watch whose resourceVersion is too old at once (410, every time) is bounded too.
+func TestCSRWatchGoneAtOnceRepeatedlyFallsBackToPolling(t *testing.T) {
+	s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
+		if n == watchFailures {
+			s.mu.Lock()
+			s.issueOnGet = true
+			s.mu.Unlock()
+		}
+		w.WriteHeader(http.StatusGone)
+		w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":410,"reason":"Expired"}`))
 	})
 	if _, err := s.request(t, nil); err != nil {
 		t.Fatal(err)
