@@ -71,41 +71,64 @@ func benchCloud(e *env, o options) error {
 	return nil
 }
 
-// issueServingCerts approves and signs each hub's kubelet-serving CSR, as the cluster's approver
-// (OpenYurt's yurt-manager) and signer (kube-controller-manager's csrsigning) do, and returns
-// when every CSR of these nodes holds its certificate. A CSR left pending is polled: not the cost
-// of an idle node in a cluster that signs them. The signer is stopped before anything is measured.
-func issueServingCerts(ctx context.Context, e *env, edges []*harness.Edge) error {
+// servingCerts approves and signs the hubs' kubelet-serving CSRs, as the cluster's approver
+// (OpenYurt's yurt-manager) and signer (kube-controller-manager's csrsigning) do, from the hubs'
+// start (a hub whose stored certificate does not name its pool address asks for a new one, and
+// its peers refuse its pool port until it has it). A CSR left pending would be waited for on a
+// watch, which is not what an idle node in a cluster that signs them costs. done stops the
+// approver, once nothing it should sign waits, and the signer, before anything is measured.
+func servingCerts(ctx context.Context, e *env, edges []*harness.Edge) (done func() error, err error) {
 	signer, err := e.c.StartControllerManager(ctx, harness.ControllerOptions{Controllers: []string{"csrsigning"}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer signer.Stop()
-	var names []string
+	go func() { <-ctx.Done(); signer.Stop() }() // when the run ends early
+	var users []string
 	for _, ed := range edges {
-		names = append(names, "system:node:"+ed.Name)
+		users = append(users, "system:node:"+ed.Name)
 	}
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
-		if _, err := e.c.ApprovePendingServingCSRs(ctx, names...); err != nil {
-			return err
+	waiting := func() (int, error) {
+		if _, err := e.c.ApprovePendingServingCSRs(ctx, users...); err != nil {
+			return 0, err
 		}
 		list, err := e.c.Admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return err
+			return 0, err
 		}
-		waiting := 0
+		n := 0
 		for _, csr := range list.Items {
-			if slices.Contains(names, csr.Spec.Username) && len(csr.Status.Certificate) == 0 {
-				waiting++
+			if slices.Contains(users, csr.Spec.Username) && len(csr.Status.Certificate) == 0 {
+				n++
 			}
 		}
-		if waiting == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d serving CSRs not issued within 2m", waiting)
-		}
+		return n, nil
 	}
+	actx, stop := context.WithCancel(ctx)
+	approved := make(chan struct{})
+	go func() {
+		defer close(approved)
+		for actx.Err() == nil {
+			_, _ = waiting()
+			select {
+			case <-actx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return func() error {
+		stop()
+		<-approved
+		defer signer.Stop()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+			n, err := waiting()
+			if err != nil || n == 0 {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%d serving CSRs not issued within 2m", n)
+			}
+		}
+	}, nil
 }
 
 // cloudClient is one client's watch through a hub; a JSON watch remembers the last bench mark it
@@ -216,6 +239,10 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		return err
 	}
 	defer stopHubs(hubs)
+	certsDone, err := servingCerts(ctx, e, edges)
+	if err != nil {
+		return err
+	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for ready := false; !ready; {
 		if time.Now().After(deadline) {
@@ -237,7 +264,7 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		}
 		ready = ready && (mode != "lease" || leaders == 1)
 	}
-	if err := issueServingCerts(ctx, e, edges); err != nil {
+	if err := certsDone(); err != nil {
 		return err
 	}
 	var proxies []*cloudWatch
