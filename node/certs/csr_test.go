@@ -257,24 +257,6 @@ func TestCSRWatchRefusedFallsBackToPolling(t *testing.T) {
 	}
 }
 
-func TestCSRWatchFailingRepeatedlyFallsBackToPolling(t *testing.T) {
-	s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
-		w.Write([]byte(`{"type":"MODIFIED","object":`)) // cut mid-event
-		w.(http.Flusher).Flush()
-		if n == watchFailures {
-			s.mu.Lock()
-			s.issueOnGet = true
-			s.mu.Unlock()
-		}
-	})
-	if _, err := s.request(t, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, w := s.counts(); w != watchFailures {
-		t.Fatalf("%d watches, want %d before polling", w, watchFailures)
-	}
-}
-
 func TestCSRWatchDeletedOrDenied(t *testing.T) {
 	s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
 		s.event(w, "DELETED", false, "")
@@ -293,56 +275,38 @@ func TestCSRWatchDeletedOrDenied(t *testing.T) {
 	}
 }
 
-func TestCSRWatchEventTooLarge(t *testing.T) {
-	s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
-		if n == watchFailures {
-			s.mu.Lock()
-			s.issueOnGet = true
-			s.mu.Unlock()
-		}
-		w.Write([]byte(`{"type":"MODIFIED","object":{"metadata":{"name":"` + strings.Repeat("x", maxAnswer+1) + `"}}}`))
-	})
-	if _, err := s.request(t, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, w := s.counts(); w != watchFailures {
-		t.Fatalf("%d watches, want %d before polling", w, watchFailures)
-	}
-}
-
-// A server that ends every watch at once is not asked again and again: after watchFailures
-// watches the CSR is polled.
-func TestCSRWatchEndingAtOnceFallsBackToPolling(t *testing.T) {
-	s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
-		if n == watchFailures {
-			s.mu.Lock()
-			s.issueOnGet = true
-			s.mu.Unlock()
-		}
-	})
-	if _, err := s.request(t, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, w := s.counts(); w != watchFailures {
-		t.Fatalf("%d watches, want %d before polling", w, watchFailures)
-	}
-}
-
-// A watch whose resourceVersion is too old at once (410, every time) is bounded too.
-func TestCSRWatchGoneAtOnceRepeatedlyFallsBackToPolling(t *testing.T) {
-	s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
-		if n == watchFailures {
-			s.mu.Lock()
-			s.issueOnGet = true
-			s.mu.Unlock()
-		}
-		w.WriteHeader(http.StatusGone)
-		w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":410,"reason":"Expired"}`))
-	})
-	if _, err := s.request(t, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, w := s.counts(); w != watchFailures {
-		t.Fatalf("%d watches, want %d before polling", w, watchFailures)
+// A watch that keeps failing at once is not asked again and again: after watchFailures watches
+// the CSR is polled (and issued to the poll).
+func TestCSRWatchFailingAtOnceFallsBackToPolling(t *testing.T) {
+	for name, fail := range map[string]func(w http.ResponseWriter){
+		"cut mid-event": func(w http.ResponseWriter) {
+			w.Write([]byte(`{"type":"MODIFIED","object":`))
+			w.(http.Flusher).Flush()
+		},
+		"event too large": func(w http.ResponseWriter) {
+			w.Write([]byte(`{"type":"MODIFIED","object":{"metadata":{"name":"` + strings.Repeat("x", maxAnswer+1) + `"}}}`))
+		},
+		"ends at once": func(http.ResponseWriter) {},
+		"410 at once": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusGone)
+			w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":410,"reason":"Expired"}`))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newFakeCSRServer(t, func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string) {
+				if n == watchFailures {
+					s.mu.Lock()
+					s.issueOnGet = true
+					s.mu.Unlock()
+				}
+				fail(w)
+			})
+			if _, err := s.request(t, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, w := s.counts(); w != watchFailures {
+				t.Fatalf("%d watches, want %d before polling", w, watchFailures)
+			}
+		})
 	}
 }
