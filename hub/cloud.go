@@ -75,6 +75,23 @@ func (s *Server) cloud() cloudClient { return cloudClient{s.balancer, s.metrics}
 // store's first list before it reads the cloud itself.
 const storeWait = 30 * time.Second
 
+// awaitFirstList waits, at most storeWait, while the shared store of ri's resource reads its first
+// list and online says the cloud is reachable: one of the hub's own readers then reads the store
+// rather than the cloud a second time (bytes, and memory at start).
+func (s *Server) awaitFirstList(ctx context.Context, ri *wire.RequestInfo, online func() bool) {
+	st := s.pool.Pending(ri)
+	if st == nil || !online() {
+		return
+	}
+	t := time.NewTimer(storeWait)
+	defer t.Stop()
+	select {
+	case <-st.FirstSynced():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // errOffline ends a watch of the hub's own readers when the cloud is unreachable.
 var errOffline = errors.New("hub: the cloud is unreachable")
 
@@ -98,17 +115,7 @@ func (s *Server) ownFetch(component string) listwatch.Fetch {
 		if err != nil {
 			return nil, err
 		}
-		if st := s.pool.Pending(ri); st != nil && s.state.Online() {
-			// The shared store is reading the same resource right now: wait for it (a while)
-			// rather than read it from the cloud a second time (bytes, and memory at start).
-			t := time.NewTimer(storeWait)
-			select {
-			case <-st.FirstSynced():
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
+		s.awaitFirstList(ctx, ri, s.state.Online)
 		if st := s.pool.Store(ri); st != nil && ri.Verb == wire.VerbList {
 			return fromStore(req, ri, st), nil
 		}

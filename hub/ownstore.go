@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"time"
 
 	"nodehub/hub/remote"
 	"nodehub/hub/topology"
@@ -40,15 +39,7 @@ func (s *Server) sharedServices(ctx context.Context) topology.Follow {
 	if err != nil {
 		return nil
 	}
-	if st := s.pool.Pending(ri); st != nil && s.state.verdict(ctx) == remote.Healthy {
-		t := time.NewTimer(storeWait)
-		select {
-		case <-st.FirstSynced():
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-	}
+	s.awaitFirstList(ctx, ri, func() bool { return s.state.verdict(ctx) == remote.Healthy })
 	st := s.pool.Store(ri)
 	if st == nil {
 		return nil
