@@ -56,6 +56,10 @@ const (
 // either, unless the operator accepts self-declared membership (Config.SelfDeclared).
 func (p *Pool) elect(ctx context.Context) {
 	np := NewStore(nodePoolResource(p.cfg.PoolName))
+	// A cluster without OpenYurt serves no NodePool (404), and a node group without its RBAC may
+	// not read it (403): asked again after a minute, then less and less often (up to half an
+	// hour), not every 30 s (~1 MiB a day of refusals per node).
+	np.Refused = time.Minute
 	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
 	done := make(chan struct{})
 	go func() { defer close(done); np.run(ctx, cloud, p.cfg.Returned, p.log) }()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +266,39 @@ func TestFollowerWaitsForALeaderComingBack(t *testing.T) {
 	}
 	if s := p.takeSuspect(); s != "" {
 		t.Fatalf("a leader that says it is cut off is passed over by the election (%q): at the region's return it would lose its pool", s)
+	}
+}
+
+// A cluster without OpenYurt answers the election's NodePool list with 404: it is asked again
+// after a minute (then less and less often), not every few seconds.
+func TestElectionAsksForAMissingNodePoolRarely(t *testing.T) {
+	var nodePools atomic.Int32
+	p, err := New(Config{Mode: ModeLease, NodeName: "edge-1", PoolName: "p", Addr: "10.0.0.1:10269",
+		Cloud: func(r *http.Request) (*http.Response, error) {
+			rec := httptest.NewRecorder()
+			rec.Header().Set("Content-Type", "application/json")
+			if strings.Contains(r.URL.Path, "nodepools") {
+				nodePools.Add(1)
+				rec.WriteHeader(http.StatusNotFound)
+				_, _ = rec.WriteString(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+				return rec.Result(), nil
+			}
+			_, _ = rec.WriteString(`{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+			return rec.Result(), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.elect(ctx) }()
+	for nodePools.Load() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // the old back-off (250 ms, doubling) asked 3 more times by now
+	cancel()
+	<-done
+	if n := nodePools.Load(); n != 1 {
+		t.Fatalf("the missing NodePool was asked for %d times in 1.5 s, want once", n)
 	}
 }
