@@ -24,6 +24,10 @@ func TestPoolLeaseModeElectsOnlyNodePoolMembers(t *testing.T) {
 	defer cancel()
 	bindNodes(t, "e2e-pool-election", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}})
 	const pool = "pool-members"
+	// OpenYurt is installed (the NodePool API served, readable by the nodes); the pool's NodePool
+	// does not exist yet. (A NodePool API the cloud refuses is asked for again only after a
+	// minute, then less and less often: pool's TestElectionAsksForAMissingNodePoolRarely.)
+	nodePoolAPI(t, ctx)
 	h := startHub(t, "--nodepool-name="+pool, "--pool-mode=lease", "--pool-bind-address=127.0.0.1",
 		"--pool-port="+strconv.Itoa(harness.FreePort()), "--pool-leader-timeout=1s")
 	role := func() string {

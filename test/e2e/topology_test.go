@@ -157,9 +157,9 @@ func TestServiceTopologyFromNodePool(t *testing.T) {
 	})
 }
 
-// makeNodePool installs OpenYurt's NodePool CRD (apps.openyurt.io/v1beta2), lets the node group
-// read NodePools, and creates the pool name.
-func makeNodePool(t *testing.T, ctx context.Context, name string) {
+// nodePoolAPI installs OpenYurt's NodePool CRD (apps.openyurt.io/v1beta2) and lets the node group
+// read NodePools, as installing OpenYurt does.
+func nodePoolAPI(t *testing.T, ctx context.Context) {
 	t.Helper()
 	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"nodepools.apps.openyurt.io"},
 "spec":{"group":"apps.openyurt.io","scope":"Cluster","names":{"plural":"nodepools","singular":"nodepool","kind":"NodePool","listKind":"NodePoolList"},
@@ -169,6 +169,15 @@ func makeNodePool(t *testing.T, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	bindNodes(t, "e2e-nodepool-reader", rbacv1.PolicyRule{APIGroups: []string{"apps.openyurt.io"}, Resources: []string{"nodepools"}, Verbs: []string{"get", "list", "watch"}})
+	eventually(t, 20*time.Second, "the NodePool API served", func() error {
+		return cluster.Admin.RESTClient().Get().AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools").Do(ctx).Error()
+	})
+}
+
+// makeNodePool makes the NodePool name (installing its API first, nodePoolAPI).
+func makeNodePool(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	nodePoolAPI(t, ctx)
 	np := `{"apiVersion":"apps.openyurt.io/v1beta2","kind":"NodePool","metadata":{"name":"` + name + `"},"spec":{"type":"Edge"}}`
 	eventually(t, 20*time.Second, "NodePool created", func() error {
 		err := cluster.Admin.RESTClient().Post().AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools").SetHeader("Content-Type", jsonMedia).Body([]byte(np)).Do(ctx).Error()
