@@ -95,7 +95,7 @@ func TestNodeLeaseRenewedWhileKubeletTalksAndNotAfterGrace(t *testing.T) {
 		}
 		return nil
 	})
-	for sent.Load() < 10 { // enough of kubelet's updates that one reaching the cloud would show
+	for sent.Load() < 30 { // enough of kubelet's updates that their reaching the cloud would show
 		time.Sleep(100 * time.Millisecond)
 	}
 	stopKubelet()
@@ -103,9 +103,14 @@ func TestNodeLeaseRenewedWhileKubeletTalksAndNotAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Kubelet's own writes never reached the cloud: every write there is the hub's (renewals are
-	// patches; the hub updates the whole lease only when its spec or marks change, not here).
-	if puts := readAPIServerCounts(t, context.Background(), "leases").done["PUT"] - puts0; puts > 1 {
+	// Kubelet's own writes never reached the cloud: every write there is the hub's. Renewals are
+	// patches; the hub updates the whole lease when kubelet's spec first differs from the cloud's
+	// (once per server, and again after a conflict between the two servers' heartbeats): a few
+	// updates, where 30 of kubelet's, spread over the two servers, would be about 15 on the one
+	// read here.
+	puts := readAPIServerCounts(t, context.Background(), "leases").done["PUT"] - puts0
+	t.Logf("lease updates the apiserver served while kubelet sent %d through the hub: %.0f", sent.Load(), puts)
+	if puts >= 8 {
 		t.Fatalf("the apiserver served %.0f lease updates while kubelet sent %d through the hub: kubelet's requests reached the cloud", puts, sent.Load())
 	}
 
