@@ -41,7 +41,7 @@ const maxStatusAnswer = 1 << 20
 // corrects: the cloud has kubelet's report now. Nothing is read when nothing is corrected.
 func (p *pipeline) watchStatusWrite(q *proxyRequest, resp *http.Response) {
 	ri := q.ri
-	if p.fix == nil || !p.fix.Active() || q.id != remote.Node || !isPods(ri) || ri.Subresource != "status" ||
+	if p.fix == nil || !p.fix.Active() || q.id != remote.Node || ri.Component != "kubelet" || !isPods(ri) || ri.Subresource != "status" ||
 		ri.Verb != wire.VerbPatch && ri.Verb != wire.VerbUpdate || resp.StatusCode/100 != 2 || resp.Header.Get("Content-Encoding") != "" {
 		return
 	}

@@ -3,7 +3,6 @@ package hub
 import (
 	"bytes"
 	"context"
-	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
@@ -14,10 +13,12 @@ import (
 )
 
 // The node's endpoints follow kubelet's reports while the cloud cannot hear them
-// (hub/endpointfix). The hooks: kubelet's status writes applied offline (local.Proxy.Applied) and
-// the offline copies in the cache at start feed the Fixer; the cloud's answers to kubelet's status
-// writes tell it the cloud caught up; every EndpointSlice answer goes through it — the cloud's and
-// the shared stores' through the request's chain (chainFor), the cache's through
+// (hub/endpointfix). The hooks: kubelet's status writes applied offline (local.Proxy.Applied: the
+// offline proxy applies a pod's status for the node's kubelet alone), the offline copies in
+// kubelet's cache at start, and the pods its cached list lacks feed the Fixer, and nothing else
+// does (the pool's notes carry only its reports); the cloud's answers to kubelet's status writes
+// tell it the cloud caught up; every EndpointSlice answer goes through it — the cloud's and the
+// shared stores' through the request's chain (chainFor), the cache's through
 // local.Proxy.Revisions — and every open watch of slices sends what it changes as MODIFIED.
 
 // newFixer sets up the corrections (with a cache: they need the node's cached pods).
@@ -49,31 +50,30 @@ func (s *Server) newFixer() {
 }
 
 // loadReports gives the Fixer the node's pods whose status kubelet wrote offline and the cloud
-// has not replaced yet (the cache marks them local): a hub restarted offline corrects from its
-// first answer.
+// has not replaced yet (the cache marks them local in kubelet's own cache, the one place the
+// offline proxy applies them: hub/local's podstatus.go): a hub restarted offline corrects from
+// its first answer.
 func (s *Server) loadReports() {
-	store := s.cache.Store
 	sel, _ := wire.NewSelector("", "", "")
-	for _, owner := range store.Owners() {
-		if strings.Contains(owner, "@") {
-			continue
+	_, _ = s.cache.Store.EachInList(kubeletPods(), sel, func(it cache.Item) error {
+		if it.Header.Local && it.Header.Fields["spec.nodeName"] == s.cfg.NodeName {
+			s.fix.Reported(it.Body)
 		}
-		r := cache.Resource{Owner: owner, Version: "v1", Resource: "pods"}
-		_, _ = store.EachInList(r, sel, func(it cache.Item) error {
-			if it.Header.Local && it.Header.Fields["spec.nodeName"] == s.cfg.NodeName {
-				s.fix.Reported(it.Body)
-			}
-			return nil
-		})
-	}
+		return nil
+	})
 	if n := s.fix.Pods(); n > 0 {
 		s.log.Info("endpointfix: this node's endpoints follow kubelet's offline reports", "pods", n)
 	}
 }
 
+// kubeletPods is kubelet's own cache of pods: the one source of its reports.
+func kubeletPods() cache.Resource {
+	return cache.Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}
+}
+
 // findGone tells the Fixer which pods the cached EndpointSlices place on this node that kubelet's
-// cached pod list does not hold (it does not run them: not ready). Only when that list is whole:
-// a pod missing from a partial one may well run.
+// cached pod list (in its own cache) does not hold (it does not run them: not ready). Only when
+// that list is whole: a pod missing from a partial one may well run.
 func (s *Server) findGone() {
 	store := s.cache.Store
 	node := s.cfg.NodeName
@@ -82,18 +82,11 @@ func (s *Server) findGone() {
 		return
 	}
 	known := map[string]string{}
-	whole := false
-	for _, owner := range store.Owners() {
-		if strings.Contains(owner, "@") {
-			continue
-		}
-		res, err := store.EachInList(cache.Resource{Owner: owner, Version: "v1", Resource: "pods"}, onNode, func(it cache.Item) error {
-			known[it.Header.Namespace+"/"+it.Header.Name] = it.Header.UID
-			return nil
-		})
-		whole = whole || err == nil && res.Record != nil && !res.Partial
-	}
-	if !whole {
+	res, err := store.EachInList(kubeletPods(), onNode, func(it cache.Item) error {
+		known[it.Header.Namespace+"/"+it.Header.Name] = it.Header.UID
+		return nil
+	})
+	if err != nil || res.Record == nil || res.Partial {
 		return
 	}
 	all, _ := wire.NewSelector("", "", "")

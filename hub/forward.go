@@ -39,7 +39,7 @@ func (p *pipeline) forward(q *proxyRequest) {
 	}
 	stop := context.AfterFunc(p.state.onlinePeriod(), q.cancel) // going offline ends it
 	q.onEnd(func() { stop() })
-	if q.local != nil && p.local.AnswersWrite(ri) {
+	if q.local != nil && p.local.AnswersWrite(q.local) {
 		q.kept = peekBody(q.r)
 		if q.kept != nil && isTokenRequest(ri) {
 			q.caller = tokens.Caller(q.id == remote.Node, q.r.Header.Get("Authorization"))

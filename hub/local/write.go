@@ -73,15 +73,19 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, req *Request) {
 }
 
 // update applies an update or patch of the node's own Node, its Lease, or the status of a pod on
-// this node to the cached copy, so the node's own view stays true offline. The copy is marked
-// local: the cloud's version replaces it when the link returns. Other writes are refused.
+// this node (kubelet's alone: podstatus.go) to the cached copy, so the node's own view stays true
+// offline. The copy is marked local: the cloud's version replaces it when the link returns. Other
+// writes are refused.
 func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 	ri := req.Info
 	if !p.mayChange(ri) {
 		p.unavailable(w, req)
 		return
 	}
-	it, owner, ok := p.lookupOrAnswer(w, req)
+	if !p.mayReport(w, req) {
+		return
+	}
+	it, owner, ok := p.lookupOrAnswer(w, changeable(req))
 	if !ok {
 		return
 	}
@@ -135,9 +139,11 @@ func (p *Proxy) writeFailed(w http.ResponseWriter, req *Request, err error) {
 	p.status(w, req, http.StatusInternalServerError, err.Error())
 }
 
-// AnswersWrite reports whether the offline proxy answers a write of this kind with more than a
-// refusal: events, this node's registration, token requests, and the changes mayChange allows.
-func (p *Proxy) AnswersWrite(ri *wire.RequestInfo) bool {
+// AnswersWrite reports whether the offline proxy answers this write with more than a refusal:
+// events, this node's registration, token requests, and the changes mayChange allows (a pod's
+// status only to the node's kubelet).
+func (p *Proxy) AnswersWrite(req *Request) bool {
+	ri := req.Info
 	if !ri.IsResource {
 		return false
 	}
@@ -148,7 +154,7 @@ func (p *Proxy) AnswersWrite(ri *wire.RequestInfo) bool {
 			core && ri.Resource == "serviceaccounts" && ri.Subresource == "token" ||
 			ri.Resource == "events" && ri.Subresource == "" && (core || ri.Group == "events.k8s.io")
 	case wire.VerbUpdate, wire.VerbPatch:
-		return p.mayChange(ri)
+		return p.mayChange(ri) && (!isPodStatus(ri) || req.Kubelet())
 	}
 	return false
 }
