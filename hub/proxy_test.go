@@ -275,7 +275,7 @@ type answer struct {
 }
 
 // do sends one request to the proxy port as the User-Agent ua, with the Authorization header auth
-// when not empty.
+// when not empty (a PATCH as a JSON merge patch).
 func (f *proxyFixture) do(t *testing.T, method, path, ua, auth, body string) answer {
 	t.Helper()
 	var rd io.Reader
@@ -290,6 +290,9 @@ func (f *proxyFixture) do(t *testing.T, method, path, ua, auth, body string) ans
 	req.Header.Set("Accept", "application/json")
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/merge-patch+json")
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
