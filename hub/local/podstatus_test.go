@@ -65,7 +65,7 @@ func (c caller) send(t *testing.T, p *Proxy, method, path, ct, body string) *htt
 // refused with a Status, its cache keeps the cloud's copy, and the hub is told nothing; so is a
 // node client that is not kubelet, and a PUT of the whole pod. The node's kubelet's write is
 // applied, in its own cache.
-func TestOfflinePodStatusOnlyKubeletsWord(t *testing.T) {
+func TestOfflinePodStatusWriteOnlyByKubelet(t *testing.T) {
 	p := newProxy(t)
 	var applied [][]byte
 	p.Applied = func(_ *wire.RequestInfo, obj []byte) { applied = append(applied, obj) }
