@@ -83,7 +83,9 @@ func TestTwoSpaceBearerLearnsNoServiceAccount(t *testing.T) {
 	cl := &http.Client{Timeout: 20 * time.Second}
 	defer cl.CloseIdleConnections()
 	cm := h.ProxyURL + "/api/v1/namespaces/" + ns + "/configmaps/"
-	as := func(auth string) map[string]string { return map[string]string{"Authorization": auth, "User-Agent": "app/1.0"} }
+	as := func(auth string) map[string]string {
+		return map[string]string{"Authorization": auth, "User-Agent": "app/1.0"}
+	}
 
 	// The victim reads its password through the hub (loopback, its own token): cached as its
 	// ServiceAccount's.
