@@ -92,6 +92,15 @@ func TestTwoSpaceBearerLearnsNoServiceAccount(t *testing.T) {
 	if code, b := raw(t, cl, http.MethodGet, cm+"password", nil, as("Bearer "+victim)); code != http.StatusOK || !bytes.Contains(b, []byte("hunter2")) {
 		t.Fatalf("the victim's online read: %d %s", code, b)
 	}
+	// What one review costs (the hub's question per new token): its body each way.
+	review := `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`
+	hdr := as("Bearer " + victim)
+	hdr["Content-Type"] = "application/json"
+	if code, b := raw(t, cl, http.MethodPost, h.ProxyURL+"/apis/authentication.k8s.io/v1/selfsubjectreviews", strings.NewReader(review), hdr); code != http.StatusCreated {
+		t.Fatalf("a review as the victim: %d %s", code, b)
+	} else {
+		t.Logf("one SelfSubjectReview: %d body bytes up, %d down", len(review), len(b))
+	}
 	if code, b := raw(t, cl, http.MethodGet, h.ProxyURL+"/version", nil, as("Bearer "+attacker)); code != http.StatusOK {
 		t.Fatalf("the attacker's own token, /version: %d %s", code, b)
 	}
