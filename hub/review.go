@@ -35,7 +35,9 @@ const (
 
 // askWho returns how the hub asks the server that answered out (a forwarded request, its URL the
 // server's) who out's credential is: a SelfSubjectReview with exactly out's Authorization header,
-// and nothing else of it.
+// and nothing else of it, through that server's transport for the clients' own credentials
+// (Passthrough), over its HTTP/2 connection: the request's own connection is busy with the answer
+// the review holds back.
 func (p *pipeline) askWho(out *http.Request) identity.Ask {
 	return func(ctx context.Context) (identity.User, error) {
 		b := p.backendOf(out.URL.Host)
