@@ -70,3 +70,20 @@ func TestCredentialHashIsNotAServiceAccountHash(t *testing.T) {
 		}
 	}
 }
+
+// The table of the rule before (learnt from a token's claims and any 2xx) is not trusted: Open
+// deletes it and knows none of its tokens.
+func TestOldTableIsDropped(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, oldFileName)
+	if err := os.WriteFile(old, []byte(`[["`+tokenHash("t")+`","`+serviceAccountHash("system:serviceaccount:ns:a")+`"]]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := Open(dir, nil)
+	if id.Vouched(Of("Bearer t")) {
+		t.Fatal("a token of the old table is vouched for")
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Fatalf("the old table is still there: %v", err)
+	}
+}
