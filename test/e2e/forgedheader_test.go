@@ -84,7 +84,7 @@ func TestTwoSpaceBearerLearnsNoServiceAccount(t *testing.T) {
 	defer cl.CloseIdleConnections()
 	cm := h.ProxyURL + "/api/v1/namespaces/" + ns + "/configmaps/"
 	as := func(auth string) map[string]string {
-		return map[string]string{"Authorization": auth, "User-Agent": "app/1.0"}
+		return map[string]string{"Authorization": auth, "User-Agent": "coredns/1.0"} // a component the hub caches
 	}
 
 	// The victim reads its password through the hub (loopback, its own token): cached as its
@@ -116,7 +116,7 @@ func TestTwoSpaceBearerLearnsNoServiceAccount(t *testing.T) {
 			t.Fatalf("online, %.20q read the password: %s", auth, b)
 		}
 		if code, _ := secureAs(t, h, auth); code != http.StatusUnauthorized {
-			t.Fatalf("online, secure port, %.20q: %d, want 401", auth, code)
+			t.Errorf("online, secure port, %.20q: %d, want 401", auth, code)
 		}
 	}
 	cacheWritten(t, h)
