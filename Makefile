@@ -40,7 +40,7 @@ vet:
 FUZZ_TARGETS := \
 	wire:FuzzParseURL wire:FuzzDecodeProtoEnvelope wire:FuzzJSONListSplitter wire:FuzzProtoListSplitter \
 	wire:FuzzWatchSplitters wire:FuzzJSONMember wire:FuzzExtractMeta wire:FuzzConvert wire:FuzzDecodeProtoWatchEvent \
-	wire:FuzzSelector hub/local:FuzzApplyPatch \
+	wire:FuzzSelector wire:FuzzBearerToken hub/local:FuzzApplyPatch \
 	wire:FuzzReadNodeFacts hub/tokens:FuzzDecode hub/tokens:FuzzJWTExpiry \
 	node/certs:FuzzParseYAML node/certs:FuzzClusterInfo node/certs:FuzzKubeconfig hub/identity:FuzzOf \
 	hub/endpointfix:FuzzCorrections

@@ -100,8 +100,8 @@ var errThrottled = errors.New("nodehub: the cloud answered 429 Too Many Requests
 // reaches the client, in this order: a read's 5xx that is not the apiserver's own goes to
 // fallback; the bytes are counted; a token request's answer is kept (tokens.go); the filters
 // rewrite it (filter.go); kubelet's GET of its node gets the Autonomy condition (hub/autonomy);
-// a token the cloud accepted is learnt as its ServiceAccount's (identity.go); the answer is teed
-// into its owner's cache (keep.go).
+// who a new bearer token is, is asked of the server that answered (review.go); the answer is
+// teed into its owner's cache (keep.go).
 func (p *pipeline) respond(resp *http.Response) error {
 	q := requestOf(resp.Request.Context())
 	if q == nil || resp.StatusCode == http.StatusSwitchingProtocols {
@@ -144,16 +144,18 @@ func (p *pipeline) respond(resp *http.Response) error {
 	return nil
 }
 
-// learn returns the owner a cloud answer is cached for: the request's own (q.local.Own), or, when
-// the cloud accepted a ServiceAccount's token, that ServiceAccount's, which the token reads and
-// writes from now on (hub/identity).
+// learn returns the owner a cloud answer is cached for: the request's own credential's
+// (hub/identity), once the server that answered said who a bearer token the hub did not know is
+// (a resource's 2xx asks it, review.go): a ServiceAccount's token reads and writes that
+// ServiceAccount's cache from then on. An answer's status alone vouches for no one.
 func (p *pipeline) learn(q *proxyRequest, resp *http.Response) string {
-	if resp.StatusCode/100 == 2 {
-		if own := p.ids.Accepted(ownerComponent(q.ri), q.cred); own != "" {
-			return own
-		}
+	if q.cred.Hash == "" {
+		return q.local.Own // the node's identity, or no credential
 	}
-	return q.local.Own
+	if resp.StatusCode/100 == 2 && q.ri.IsResource && q.cred.Bearer && !p.ids.Vouched(q.cred) {
+		p.ids.Learn(q.ctx, q.cred, p.askWho(resp.Request))
+	}
+	return p.ids.OwnerOf(ownerComponent(q.ri), q.cred)
 }
 
 // fallback answers a forwarded request that got no answer from the cloud (ErrorHandler): 408 when

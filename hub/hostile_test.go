@@ -22,7 +22,8 @@ import (
 func TestProxyOfflineCreatesStayWithinOneBudget(t *testing.T) {
 	f := newProxyFixture(t, nil)
 	real := []string{"Bearer real-1", "Bearer real-2", "Bearer real-3", "Bearer real-4"}
-	for _, tok := range real { // the cloud accepts them
+	for i, tok := range real { // the cloud accepts them
+		f.cloud.vouch(strings.TrimPrefix(tok, "Bearer "), fmt.Sprintf("user-%d", i))
 		if a := f.do(t, http.MethodGet, "/api/v1/pods", "app/1.0", tok, ""); a.code != http.StatusOK {
 			t.Fatalf("online list: %d %s", a.code, a.body)
 		}

@@ -3,9 +3,9 @@ package hub
 import (
 	"net"
 	"net/http"
-	"strings"
 
 	"nodehub/hub/remote"
+	"nodehub/wire"
 )
 
 // Whether a request is the node's own is decided here, once, as it arrives (the pipeline's accept
@@ -64,9 +64,10 @@ func remoteLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// hasBearer reports whether an Authorization header carries a bearer token: what a request that
-// is not the node's must bring.
+// hasBearer reports whether an Authorization header carries a bearer token as the apiserver reads
+// it (wire.BearerToken, the hub's one reading): what a request that is not the node's must bring.
+// A header the apiserver would serve as anonymous ("Bearer  tok", two spaces) brings none.
 func hasBearer(auth string) bool {
-	const p = "bearer "
-	return len(auth) > len(p) && strings.EqualFold(auth[:len(p)], p) && strings.TrimSpace(auth[len(p):]) != ""
+	_, ok := wire.BearerToken(auth)
+	return ok
 }

@@ -70,6 +70,10 @@ type fakeCloud struct {
 	throttle bool   // every answer is the apiserver's 429 with Retry-After
 	// handle, when set, answers first; false leaves the request to the answers above.
 	handle func(w http.ResponseWriter, r *http.Request) bool
+	// users: who a SelfSubjectReview says a bearer token is (else 401); the reviews are kept
+	// apart from reqs (reviewed).
+	users   map[string]string
+	reviews []seen
 }
 
 func newFakeCloud(t *testing.T) *fakeCloud {
@@ -86,6 +90,10 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 }
 
 func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == reviewPath {
+		c.review(w, r)
+		return
+	}
 	c.mu.Lock()
 	c.reqs = append(c.reqs, seen{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("User-Agent"), r.TLS != nil && len(r.TLS.PeerCertificates) > 0})
 	fail, throttle, handle := c.fail, c.throttle, c.handle
@@ -165,7 +173,49 @@ func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// took returns the requests received since the last call.
+// review answers a SelfSubjectReview as the apiserver does: who the bearer token of the
+// Authorization header is, per users; system:anonymous without one; else 401.
+func (c *fakeCloud) review(w http.ResponseWriter, r *http.Request) {
+	auth := r.Header.Get("Authorization")
+	c.mu.Lock()
+	c.reviews = append(c.reviews, seen{r.Method, r.URL.RequestURI(), auth, r.Header.Get("User-Agent"), r.TLS != nil && len(r.TLS.PeerCertificates) > 0})
+	tok, bearer := wire.BearerToken(auth)
+	user, ok := c.users[tok]
+	c.mu.Unlock()
+	group := "system:authenticated"
+	if !bearer {
+		user, ok, group = "system:anonymous", true, "system:unauthenticated"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Unauthorized","code":401}`)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	_, _ = fmt.Fprintf(w, `{"kind":"SelfSubjectReview","apiVersion":"authentication.k8s.io/v1","metadata":{},"status":{"userInfo":{"username":%q,"groups":[%q]}}}`, user, group)
+}
+
+// vouch makes the fake cloud's reviews say that bearer token tok is user.
+func (c *fakeCloud) vouch(tok, user string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.users == nil {
+		c.users = map[string]string{}
+	}
+	c.users[tok] = user
+}
+
+// reviewed returns the reviews received since the last call.
+func (c *fakeCloud) reviewed() []seen {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.reviews
+	c.reviews = nil
+	return out
+}
+
+// took returns the requests received since the last call (but reviews: reviewed).
 func (c *fakeCloud) took() []seen {
 	c.mu.Lock()
 	defer c.mu.Unlock()

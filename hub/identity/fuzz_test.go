@@ -3,13 +3,16 @@ package identity
 import (
 	"strings"
 	"testing"
+
+	"nodehub/wire"
 )
 
-// FuzzOf: any Authorization header is hashed without panicking, and only a JWT whose sub names a
-// ServiceAccount gets a ServiceAccount hash, and no header hashes to one.
+// FuzzOf: any Authorization header is hashed without panicking; it is a bearer token exactly when
+// the apiserver reads one in it, and no header hashes into the ServiceAccounts' texts.
 func FuzzOf(f *testing.F) {
 	f.Add("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a"}`))
 	f.Add("Bearer a.b.c")
+	f.Add("Bearer  a.b.c")
 	f.Add("Basic dXNlcjpwdw==")
 	f.Add("sa:system:serviceaccount:ns:a")
 	f.Fuzz(func(t *testing.T, auth string) {
@@ -20,8 +23,8 @@ func FuzzOf(f *testing.F) {
 		if strings.HasPrefix(auth, "sa:") && c.Hash == shortHash(auth) { // the hash of ServiceAccount auth[3:]
 			t.Fatalf("%q hashes into the ServiceAccounts' namespace", auth)
 		}
-		if c.SA != "" && !strings.HasPrefix(auth, "Bearer ") {
-			t.Fatalf("%q: ServiceAccount from a non-bearer credential", auth)
+		if _, ok := wire.BearerToken(auth); ok != c.Bearer {
+			t.Fatalf("%q: bearer %v, the apiserver's reading %v", auth, c.Bearer, ok)
 		}
 	})
 }

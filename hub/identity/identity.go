@@ -1,14 +1,19 @@
 // Package identity is the offline identity of requests that bring their own credential. Such a
-// request is cached under <component>@<hash>, never with the node's data. For a ServiceAccount
-// token the hash is of the ServiceAccount, so a pod whose token kubelet refreshed still finds
-// what it cached; for any other credential it is of the credential itself.
+// request is cached under <component>@<hash>, never with the node's data: the hash of its
+// ServiceAccount once the cloud said whose token it is, so a pod whose token kubelet refreshed
+// still finds what it cached; else of the credential itself (the token, or the whole header when
+// the apiserver would read no bearer token in it).
 //
-// A token's claims cannot be checked offline, so the ServiceAccount is trusted only once the
-// cloud accepted the token: until then (and for every token the cloud never answered with a
-// 2xx) the request reads and writes the cache of the token's own hash, which a forged token
-// finds empty. Which token hashes belong to which ServiceAccount is kept in memory (bounded) and
-// in one small file under --root-dir, rewritten at most once per saveEvery, so a hub restarted
-// offline still knows its pods.
+// Who a token is, is learnt only from what the apiserver says it authenticated: a
+// SelfSubjectReview sent with the request's own Authorization header (Learn, review.go), or the
+// token is one the cloud issued (a TokenRequest's answer, Vouch). Never from the token's claims
+// (unsigned until the apiserver checks them) nor from any answer's status: a header the apiserver
+// serves as anonymous ("Bearer  tok", two spaces) gets 2xx for what anonymous may read. Until
+// then the request reads and writes the cache of the token's own hash, which a forged token finds
+// empty. The header is read as the apiserver reads it (wire.BearerToken). Which token hashes
+// belong to which ServiceAccount is kept in memory (bounded) and in one small file under
+// --root-dir, rewritten at most once per saveEvery, so a hub restarted offline still knows its
+// pods.
 package identity
 
 import (
@@ -25,33 +30,44 @@ import (
 	"time"
 
 	"nodehub/durable"
+	"nodehub/wire"
 )
 
 const (
 	maxEntries = 1024
 	saveEvery  = time.Minute
-	fileName   = "identities.json"
+	fileName   = "reviewed-identities.json"
+	// oldFileName held identities learnt from a token's claims and any 2xx (before v2 of the
+	// rule): not trusted, removed at Open.
+	oldFileName = "identities.json"
 )
 
 // Credential is what the hub knows of a request's own credential: hashes only, the token is not
 // kept.
 type Credential struct {
-	Hash string // of the Authorization header
-	SA   string // hash of the ServiceAccount the token claims, "" when it is not one
+	// Hash is of the bearer token as the apiserver reads it, or of the whole header when the
+	// apiserver reads no bearer token in it.
+	Hash string
+	// Bearer: the apiserver reads a bearer token in the header. Only such a credential is ever
+	// asked about, vouched for or given a ServiceAccount's cache; any other is anonymous to the
+	// apiserver, and to the hub a cache of its own.
+	Bearer bool
 }
 
-// Of reads an Authorization header. The two hashes are of disjoint texts ("credential:..." and
-// "sa:..."): no Authorization header, whatever it holds (such as
-// "sa:system:serviceaccount:ns:name"), hashes to a ServiceAccount's cache.
+// Of reads an Authorization header as the apiserver does (wire.BearerToken). Tokens, other
+// headers and ServiceAccounts hash disjoint texts ("token:...", "credential:..." and "sa:..."):
+// no Authorization header, whatever it holds (such as "sa:system:serviceaccount:ns:name"), hashes
+// to a ServiceAccount's cache or to another's token.
 func Of(auth string) Credential {
-	c := Credential{Hash: shortHash("credential:" + auth)}
-	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok {
-		if sub := serviceAccountOf(strings.TrimSpace(tok)); sub != "" {
-			c.SA = shortHash("sa:" + sub)
-		}
+	if tok, ok := wire.BearerToken(auth); ok {
+		return Credential{Hash: tokenHash(tok), Bearer: true}
 	}
-	return c
+	return Credential{Hash: shortHash("credential:" + auth)}
 }
+
+func tokenHash(token string) string { return shortHash("token:" + token) }
+
+func serviceAccountHash(username string) string { return shortHash("sa:" + username) }
 
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
@@ -59,8 +75,8 @@ func shortHash(s string) string {
 }
 
 // serviceAccountOf returns the "sub" claim of a JWT when it names a ServiceAccount
-// (system:serviceaccount:<ns>:<name>), without checking the signature: the caller trusts it only
-// after the cloud did.
+// (system:serviceaccount:<ns>:<name>), without checking the signature: only for a token the
+// cloud issued (Vouch).
 func serviceAccountOf(tok string) string {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 || len(parts[1]) > 8192 {
@@ -73,72 +89,70 @@ func serviceAccountOf(tok string) string {
 	var claims struct {
 		Sub string `json:"sub"`
 	}
-	if json.Unmarshal(payload, &claims) != nil || !strings.HasPrefix(claims.Sub, "system:serviceaccount:") {
+	if json.Unmarshal(payload, &claims) != nil || !isServiceAccount(claims.Sub) {
 		return ""
 	}
 	return claims.Sub
 }
 
+// isServiceAccount reports whether a username is a ServiceAccount's:
+// system:serviceaccount:<namespace>:<name>, neither empty.
+func isServiceAccount(username string) bool {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
+	ns, name, ok2 := strings.Cut(rest, ":")
+	return ok && ok2 && ns != "" && name != "" && !strings.Contains(name, ":")
+}
+
 // Owner names whose cache a request that brought its own credential (the Authorization header
-// auth) reads and its answers fill: component@<hash of its ServiceAccount> once the cloud
-// accepted the token, else component@<hash of the credential>, component@anonymous without one;
-// so nothing cached for one identity is read back for another. c is the request's credential,
-// for Accepted.
+// auth) reads and its answers fill (OwnerOf), component@anonymous without one; c is the
+// request's credential.
 func (id *Table) Owner(component, auth string) (owner string, c Credential) {
 	if auth == "" {
 		return component + "@anonymous", Credential{}
 	}
 	c = Of(auth)
-	if sa := id.owner(c.Hash); sa != "" && sa == c.SA {
-		return component + "@" + sa, c
-	}
-	return component + "@" + c.Hash, c
+	return id.OwnerOf(component, c), c
 }
 
-// Accepted records that the cloud answered a request with credential c with a 2xx: a
-// ServiceAccount's token reads and writes that ServiceAccount's cache from now on. It returns the
-// owner the answer is cached for: component@<ServiceAccount hash>, or "" when c is not a
-// ServiceAccount's token.
-func (id *Table) Accepted(component string, c Credential) string {
-	if c.SA == "" {
-		if c.Hash != "" {
-			id.learn(c.Hash, c.Hash) // accepted, and its own cache's name: Vouched
+// OwnerOf names credential c's cache: component@<hash of its ServiceAccount> once the cloud said
+// whose token it is, else component@<hash of the credential>; so nothing cached for one identity
+// is read back for another.
+func (id *Table) OwnerOf(component string, c Credential) string {
+	if c.Bearer {
+		if own := id.owner(c.Hash); own != "" {
+			return component + "@" + own
 		}
-		return ""
 	}
-	id.learn(c.Hash, c.SA)
-	return component + "@" + c.SA
+	return component + "@" + c.Hash
 }
 
-// Vouched reports whether the cloud ever accepted credential c (Accepted, Vouch): offline, only such
-// a credential may create anything (a made-up one would be a new owner with a cache of its own for
+// Vouched reports whether the cloud said who credential c is (Learn, Vouch): offline, only such a
+// credential may create anything (a made-up one would be a new owner with a cache of its own for
 // every token a pod invents).
 func (id *Table) Vouched(c Credential) bool {
-	if c.Hash == "" {
-		return false
-	}
-	got := id.owner(c.Hash)
-	return got != "" && (got == c.SA || got == c.Hash)
+	return c.Bearer && id.owner(c.Hash) != ""
 }
 
 // Vouch records that the cloud issued token (a TokenRequest's answer): a request that brings it
 // reads and writes its ServiceAccount's cache from the start.
 func (id *Table) Vouch(token string) {
-	if c := Of("Bearer " + token); c.SA != "" {
-		id.learn(c.Hash, c.SA)
+	if sa := serviceAccountOf(token); sa != "" {
+		id.learn(tokenHash(token), serviceAccountHash(sa))
 	}
 }
 
-// Table maps hashes of tokens the cloud accepted to the hash of their ServiceAccount (or, for a
-// credential that is not a ServiceAccount's token, to its own hash).
+// Table maps hashes of tokens the cloud said it authenticated to the hash of their
+// ServiceAccount (or, for a user that is no ServiceAccount, to the token's own hash), and bounds
+// the questions asked to learn them (review.go).
 type Table struct {
 	path string // "" keeps them in memory only
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	m     map[string]string
-	order []string // insertion order, for eviction
-	dirty bool
+	mu      sync.Mutex
+	m       map[string]string
+	order   []string // insertion order, for eviction
+	dirty   bool
+	reviews reviews
 }
 
 // Open returns the table kept under rootDir ("": in memory only), with what it saved last.
@@ -146,30 +160,36 @@ func Open(rootDir string, log *slog.Logger) *Table {
 	if log == nil {
 		log = slog.Default()
 	}
-	id := &Table{log: log, m: map[string]string{}}
-	if rootDir != "" {
-		id.path = filepath.Join(rootDir, fileName)
-		if data, err := os.ReadFile(id.path); err == nil {
-			var saved [][2]string
-			if json.Unmarshal(data, &saved) == nil {
-				for _, e := range saved {
-					id.addLocked(e[0], e[1])
-				}
+	id := &Table{log: log, m: map[string]string{}, reviews: newReviews()}
+	if rootDir == "" {
+		return id
+	}
+	id.path = filepath.Join(rootDir, fileName)
+	if data, err := os.ReadFile(id.path); err == nil {
+		var saved [][2]string
+		if json.Unmarshal(data, &saved) == nil {
+			for _, e := range saved {
+				id.addLocked(e[0], e[1])
 			}
-			id.dirty = false
 		}
+		id.dirty = false
+	}
+	if err := os.Remove(filepath.Join(rootDir, oldFileName)); err != nil && !os.IsNotExist(err) {
+		log.Warn("identities: remove the old table", "err", err)
 	}
 	return id
 }
 
-// owner returns the ServiceAccount hash the cloud vouched for, or "".
+// owner returns the hash whose cache a token reads (its ServiceAccount's, or its own) once the
+// cloud vouched for it, or "".
 func (id *Table) owner(tokenHash string) string {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	return id.m[tokenHash]
 }
 
-// learn records that the cloud accepted the token with hash tokenHash as ServiceAccount sa.
+// learn records that the cloud vouched for the token with hash tokenHash: it reads the cache of
+// hash sa.
 func (id *Table) learn(tokenHash, sa string) {
 	id.mu.Lock()
 	defer id.mu.Unlock()

@@ -18,13 +18,19 @@ func jwt(claims string) string {
 func TestOf(t *testing.T) {
 	a1 := Of("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a","exp":1}`))
 	a2 := Of("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a","exp":2}`))
-	b := Of("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:b"}`))
-	if a1.SA == "" || a1.SA != a2.SA || a1.Hash == a2.Hash || a1.SA == b.SA {
-		t.Fatalf("a1 %+v a2 %+v b %+v", a1, a2, b)
+	if !a1.Bearer || a1.Hash == a2.Hash {
+		t.Fatalf("a1 %+v a2 %+v", a1, a2)
 	}
-	for _, auth := range []string{"Bearer abcdef.0123456789abcdef", "Basic dXNlcjpwdw==", "Bearer " + jwt(`{"sub":"alice"}`), "Bearer a.!!!.c"} {
-		if c := Of(auth); c.SA != "" || c.Hash == "" {
-			t.Errorf("%q: %+v, want no ServiceAccount", auth, c)
+	// The apiserver's one token, however the header spells it: one hash.
+	for _, auth := range []string{"bearer tok", "  Bearer tok ", "BEARER tok extra"} {
+		if c := Of(auth); c != Of("Bearer tok") {
+			t.Errorf("%q: %+v, want the token tok's %+v", auth, c, Of("Bearer tok"))
+		}
+	}
+	// What the apiserver reads as no bearer token: a credential of its own, never a token's.
+	for _, auth := range []string{"Bearer  tok", "Bearer\ttok", "Basic dXNlcjpwdw==", "Bearer", "tok"} {
+		if c := Of(auth); c.Bearer || c.Hash == "" || c.Hash == Of("Bearer tok").Hash {
+			t.Errorf("%q: %+v, want no bearer token", auth, c)
 		}
 	}
 }
@@ -51,44 +57,33 @@ func TestTableLearnEvictSaveLoad(t *testing.T) {
 	}
 }
 
-// A token's own cache until the cloud accepts it; its ServiceAccount's from then on, also for
-// the same ServiceAccount's next token once that one is accepted or issued.
-func TestOwnerFollowsWhatTheCloudAccepted(t *testing.T) {
-	id := Open("", nil)
-	tok := "Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a","exp":1}`)
-	own, c := id.Owner("app", tok)
-	if own != "app@"+c.Hash || c.SA == "" {
-		t.Fatalf("before the cloud accepted it: %q %+v", own, c)
-	}
-	if got := id.Accepted("app", c); got != "app@"+c.SA {
-		t.Fatalf("Accepted: %q", got)
-	}
-	if own, _ := id.Owner("app", tok); own != "app@"+c.SA {
-		t.Fatalf("after the cloud accepted it: %q", own)
-	}
-	if own, _ := id.Owner("app", ""); own != "app@anonymous" {
-		t.Fatalf("no credential: %q", own)
-	}
-	if got := id.Accepted("app", Of("Basic dXNlcjpwdw==")); got != "" {
-		t.Fatalf("a credential that is no ServiceAccount's token: %q", got)
-	}
-	next := jwt(`{"sub":"system:serviceaccount:ns:a","exp":2}`)
-	id.Vouch(next)
-	if own, _ := id.Owner("app", "Bearer "+next); own != "app@"+c.SA {
-		t.Fatalf("a token the cloud issued: %q", own)
-	}
-}
-
 // The hash of a credential and the hash of a ServiceAccount never meet: an Authorization header
 // that spells the ServiceAccount's hashed text does not read its cache.
 func TestCredentialHashIsNotAServiceAccountHash(t *testing.T) {
-	sa := Of("Bearer " + jwt(`{"sub":"system:serviceaccount:ns:a"}`)).SA
-	for _, auth := range []string{"sa:system:serviceaccount:ns:a", "Bearer sa:system:serviceaccount:ns:a", "sa:" + sa} {
-		if c := Of(auth); c.Hash == sa || c.SA == sa {
+	sa := serviceAccountHash("system:serviceaccount:ns:a")
+	for _, auth := range []string{"sa:system:serviceaccount:ns:a", "Bearer sa:system:serviceaccount:ns:a", "sa:" + sa, "token:tok"} {
+		if c := Of(auth); c.Hash == sa || c.Hash == tokenHash("tok") {
 			t.Errorf("%q hashes to the ServiceAccount's cache %s", auth, sa)
 		}
 		if own, _ := Open("", nil).Owner("app", auth); strings.HasSuffix(own, "@"+sa) {
 			t.Errorf("forged credential %q reads %s", auth, own)
 		}
+	}
+}
+
+// The table of the rule before (learnt from a token's claims and any 2xx) is not trusted: Open
+// deletes it and knows none of its tokens.
+func TestOldTableIsDropped(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, oldFileName)
+	if err := os.WriteFile(old, []byte(`[["`+tokenHash("t")+`","`+serviceAccountHash("system:serviceaccount:ns:a")+`"]]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := Open(dir, nil)
+	if id.Vouched(Of("Bearer t")) {
+		t.Fatal("a token of the old table is vouched for")
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Fatalf("the old table is still there: %v", err)
 	}
 }
