@@ -76,7 +76,7 @@ func (l *logFile) scan(size int64, apply func(off int64, n uint32, payload []byt
 			continue
 		}
 		if rz == nil {
-			rz = l.newResyncer(pos+1, size)
+			rz = l.newResyncer(pos+1, size, resyncBatch)
 		}
 		next, taken := rz.resync(pos + 1)
 		if next < 0 { // a torn tail: the writes of the last interval a crash cut short

@@ -48,6 +48,7 @@ type resyncScan struct {
 	marks      []uint32 // the running CRC at from + i·resyncBlock
 	shifts     *crcShifts
 	heads      []resyncHead
+	batch      int // heads checked together
 	order      []int32
 	valid      []span
 	buf        []byte
@@ -64,8 +65,9 @@ type resyncer struct {
 }
 
 // newResyncer finds the valid records in [from, size) and where a resync from each lands.
-func (l *logFile) newResyncer(from, size int64) *resyncer {
-	rs := l.resyncScan(from, size)
+// Frame heads are checked batch heads at a time (resyncBatch; tests take fewer).
+func (l *logFile) newResyncer(from, size int64, batch int) *resyncer {
+	rs := l.resyncScan(from, size, batch)
 	v := rs.valid
 	rz := &resyncer{valid: v, land: make([]int, len(v)), passed: make([]bool, len(v)), read: rs.read}
 	chain := make([]int64, len(v)) // where the chain of valid records from valid[i] ends
@@ -109,8 +111,8 @@ func (rz *resyncer) resync(from int64) (at int64, skipped bool) {
 }
 
 // resyncScan finds every valid record that starts in [from, size).
-func (l *logFile) resyncScan(from, size int64) *resyncScan {
-	rs := &resyncScan{l: l, from: from, size: size, buf: make([]byte, resyncBlock+frameLen)}
+func (l *logFile) resyncScan(from, size int64, batch int) *resyncScan {
+	rs := &resyncScan{l: l, from: from, size: size, batch: batch, buf: make([]byte, resyncBlock+frameLen)}
 	if from >= size {
 		return rs
 	}
@@ -183,7 +185,7 @@ func (rs *resyncScan) findHeads() {
 			pos = i + frameLen
 			want := rs.shifts.shift(seed^c, n) ^ binary.BigEndian.Uint32(b[i+8:])
 			rs.heads = append(rs.heads, resyncHead{end: at + frameLen + int64(n), n: n, want: want})
-			if len(rs.heads) == resyncBatch {
+			if len(rs.heads) == rs.batch {
 				rs.checkHeads()
 				b, _ = rs.readAt(bs, resyncBlock+frameLen-1) // the buffer was used
 			}
