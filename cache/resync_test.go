@@ -164,7 +164,7 @@ func randomLog(rng *rand.Rand, seed uint32) []byte {
 			b = append(b, plantHeads(rng, 1000+rng.IntN(20000), 8+rng.IntN(30), 3000)...)
 		case 6:
 			inner := append(record(rng.IntN(500)), record(rng.IntN(500))...)
-			b = append(b, frame(append(inner, record(50+rng.IntN(200))[:50]...), seed)...)
+			b = append(b, frame(append(inner, record(50 + rng.IntN(200))[:50]...), seed)...)
 		case 7:
 			b = append(b, record(rng.IntN(300))[:rng.IntN(40)]...)
 		}
