@@ -48,25 +48,29 @@ func (t *crcShifts) shift(v, n uint32) uint32 {
 // crcZeroByte is v · x^8 mod the polynomial.
 func crcZeroByte(v uint32) uint32 { return crcTable[byte(v)] ^ v>>8 }
 
-// crcMul is a · b mod the polynomial (both reflected): a carry-less product four bits at a time,
-// reduced by running its high half through four zero bytes.
+// crcMul is a · b mod the polynomial (both reflected): a carry-less product, reduced by running
+// its high-degree half through four zero bytes.
 func crcMul(a, b uint32) uint32 {
-	var t [16]uint64
-	t[1] = uint64(b)
-	for i := 2; i < 16; i += 2 {
-		t[i] = t[i/2] << 1
-		t[i+1] = t[i] ^ t[1]
-	}
-	var p uint64
-	for s := 28; s >= 0; s -= 4 {
-		p = p<<4 ^ t[a>>uint(s)&15]
-	}
 	// p's bit k is the coefficient of x^(62-k): shifted by one, the high word holds x^31..x^0 and
 	// the low word x^63..x^32, i.e. (low word) · x^32.
-	p <<= 1
+	p := clmul32(a, b) << 1
 	lo := uint32(p)
 	for i := 0; i < 4; i++ {
 		lo = crcZeroByte(lo)
 	}
 	return uint32(p>>32) ^ lo
+}
+
+// clmul32 is the carry-less product of a and b with integer multiplications: each operand split
+// into four parts whose set bits are four apart, so the carries of a product of two parts land
+// only in bits the mask of the sum's part clears.
+func clmul32(a, b uint32) uint64 {
+	const m0, m1, m2, m3 = 0x1111111111111111, 0x2222222222222222, 0x4444444444444444, 0x8888888888888888
+	a0, a1, a2, a3 := uint64(a)&m0, uint64(a)&m1, uint64(a)&m2, uint64(a)&m3
+	b0, b1, b2, b3 := uint64(b)&m0, uint64(b)&m1, uint64(b)&m2, uint64(b)&m3
+	z0 := a0*b0 ^ a1*b3 ^ a2*b2 ^ a3*b1
+	z1 := a0*b1 ^ a1*b0 ^ a2*b3 ^ a3*b2
+	z2 := a0*b2 ^ a1*b1 ^ a2*b0 ^ a3*b3
+	z3 := a0*b3 ^ a1*b2 ^ a2*b1 ^ a3*b0
+	return z0&m0 | z1&m1 | z2&m2 | z3&m3
 }

@@ -49,7 +49,7 @@ type resyncScan struct {
 	shifts     *crcShifts
 	heads      []resyncHead
 	batch      int // heads checked together
-	order      []int32
+	sorted     []resyncHead // heads by the block they end in
 	valid      []span
 	buf        []byte
 	read       int64 // bytes read (tests)
@@ -204,7 +204,7 @@ func (rs *resyncScan) checkHeads() {
 	for _, h := range rs.heads {
 		first, last = min(first, rs.block(h.end)), max(last, rs.block(h.end))
 	}
-	// A counting sort by block: order lists the heads' indexes block by block.
+	// A counting sort by block.
 	starts := make([]int32, last-first+2)
 	for _, h := range rs.heads {
 		starts[rs.block(h.end)-first+1]++
@@ -212,11 +212,11 @@ func (rs *resyncScan) checkHeads() {
 	for i := 1; i < len(starts); i++ {
 		starts[i] += starts[i-1]
 	}
-	rs.order = slices.Grow(rs.order[:0], len(rs.heads))[:len(rs.heads)]
+	rs.sorted = slices.Grow(rs.sorted[:0], len(rs.heads))[:len(rs.heads)]
 	fill := slices.Clone(starts)
-	for i, h := range rs.heads {
+	for _, h := range rs.heads {
 		k := rs.block(h.end) - first
-		rs.order[fill[k]] = int32(i)
+		rs.sorted[fill[k]] = h
 		fill[k]++
 	}
 	var fine []uint32
@@ -224,15 +224,15 @@ func (rs *resyncScan) checkHeads() {
 		if starts[k] == starts[k+1] {
 			continue
 		}
-		fine = rs.checkBlock(first+k, rs.order[starts[k]:starts[k+1]], fine)
+		fine = rs.checkBlock(first+k, rs.sorted[starts[k]:starts[k+1]], fine)
 	}
 	rs.heads = rs.heads[:0]
 }
 
 func (rs *resyncScan) block(off int64) int { return int((off - rs.from) / resyncBlock) }
 
-// checkBlock checks the heads (indexes into rs.heads) whose payload ends in block j.
-func (rs *resyncScan) checkBlock(j int, idx []int32, fine []uint32) []uint32 {
+// checkBlock checks the heads whose payload ends in block j.
+func (rs *resyncScan) checkBlock(j int, heads []resyncHead, fine []uint32) []uint32 {
 	bs := rs.from + int64(j)*resyncBlock
 	b, ok := rs.readAt(bs, resyncBlock)
 	if !ok {
@@ -244,8 +244,7 @@ func (rs *resyncScan) checkBlock(j int, idx []int32, fine []uint32) []uint32 {
 		fine = append(fine, c)
 		c = crc32.Update(c, crcTable, b[i:min(len(b), i+resyncFine)])
 	}
-	for _, i := range idx {
-		h := rs.heads[i]
+	for _, h := range heads {
 		off := int(h.end - bs)
 		k := off / resyncFine
 		if crc32.Update(fine[k], crcTable, b[k*resyncFine:off]) == h.want {
