@@ -48,7 +48,7 @@ type resyncScan struct {
 	marks      []uint32 // the running CRC at from + i·resyncBlock
 	shifts     *crcShifts
 	heads      []resyncHead
-	batch      int // heads checked together
+	batch      int          // heads checked together
 	sorted     []resyncHead // heads by the block they end in
 	valid      []span
 	buf        []byte
