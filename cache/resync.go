@@ -19,15 +19,17 @@ import (
 //   - those ends are checked in batches of resyncBatch heads, by block, each block read once per
 //     batch.
 //
-// Every head costs a constant, every byte is read twice plus once per batch whose heads end in its
-// block (the heads of a batch span at least 8 bytes each, so a batch covers 8·resyncBatch bytes
-// of heads and a record's length of ends). The valid records so found (the records after the
-// fault) are then followed as before, once for all the resyncs of a scan (newResyncer).
+// Every head costs a constant (two carry-less products, two short CRCs), and every byte is read
+// twice plus once per batch whose heads end in its block: heads are at least 8 bytes apart (a head
+// inside the previous one's length field announces more than maxRecord), so there are at most
+// 1 + (size-from)/(8·resyncBatch) batches. Memory: the batch twice (16 MiB), 4 bytes per block,
+// 16 per valid record found. The valid records (the records after the fault) are then followed as
+// before, once for all the resyncs of a scan (newResyncer).
 
 const (
 	resyncBlock = 64 << 10
 	resyncFine  = 256     // within a block read for a batch, the running CRC is kept every 256 bytes
-	resyncBatch = 1 << 19 // heads checked together: 8 MiB
+	resyncBatch = 1 << 19 // heads checked together: 8 MiB of resyncHead
 )
 
 // span is a valid record: where it starts and ends.
