@@ -90,7 +90,7 @@ func TestTornTailInsideObjectOfFrameHeadsIsBounded(t *testing.T) {
 	}
 	defer s.Close()
 	read := readChars(t) - before
-	if read > 8*size+1<<20 {
+	if read > 16*size+4<<20 { // 3 times measured; before issue 28, 2,000 times
 		t.Fatalf("opening a %d-byte log torn inside an object of frame heads read %d bytes (%.0f times the log)", size, read, float64(read)/float64(size))
 	}
 	t.Logf("opening a %d-byte log read %d bytes", size, read)
