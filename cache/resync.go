@@ -23,7 +23,7 @@ import (
 // twice plus once per batch whose heads end in its block: heads are at least 8 bytes apart (a head
 // inside the previous one's length field announces more than maxRecord), so there are at most
 // 1 + (size-from)/(8·resyncBatch) batches. Memory: the batch twice (16 MiB), 4 bytes per block,
-// 16 per valid record found. The valid records (the records after the fault) are then followed as
+// about 30 per valid record found. The valid records (the records after the fault) are then followed as
 // before, once for all the resyncs of a scan (newResyncer).
 
 const (
@@ -61,9 +61,9 @@ type resyncScan struct {
 // the file, found once, and where a resync from each of them lands.
 type resyncer struct {
 	valid  []span
-	land   []int  // the record a resync from valid[i] lands on (len(valid): none)
-	passed []bool // whether that resync passes over valid records whose chain broke
-	read   int64  // bytes read (tests)
+	land   []int32 // the record a resync from valid[i] lands on (len(valid): none)
+	passed []bool  // whether that resync passes over valid records whose chain broke
+	read   int64   // bytes read (tests)
 }
 
 // newResyncer finds the valid records in [from, size) and where a resync from each lands.
@@ -71,7 +71,7 @@ type resyncer struct {
 func (l *logFile) newResyncer(from, size int64, batch int) *resyncer {
 	rs := l.resyncScan(from, size, batch)
 	v := rs.valid
-	rz := &resyncer{valid: v, land: make([]int, len(v)), passed: make([]bool, len(v)), read: rs.read}
+	rz := &resyncer{valid: v, land: make([]int32, len(v)), passed: make([]bool, len(v)), read: rs.read}
 	chain := make([]int64, len(v)) // where the chain of valid records from valid[i] ends
 	for i := len(v) - 1; i >= 0; i-- {
 		chain[i] = v[i].end
@@ -80,9 +80,9 @@ func (l *logFile) newResyncer(from, size int64, batch int) *resyncer {
 		}
 		switch k, _ := rz.find(chain[i]); {
 		case chain[i] == size:
-			rz.land[i] = i
+			rz.land[i] = int32(i)
 		case k == len(v):
-			rz.land[i], rz.passed[i] = k, true
+			rz.land[i], rz.passed[i] = int32(k), true
 		default:
 			rz.land[i], rz.passed[i] = rz.land[k], true
 		}
@@ -106,7 +106,7 @@ func (rz *resyncer) resync(from int64) (at int64, skipped bool) {
 	if i == len(rz.valid) {
 		return -1, false
 	}
-	if k := rz.land[i]; k < len(rz.valid) {
+	if k := int(rz.land[i]); k < len(rz.valid) {
 		return rz.valid[k].at, rz.passed[i]
 	}
 	return -1, rz.passed[i]
