@@ -22,14 +22,14 @@ import (
 // Every head costs a constant (two carry-less products, two short CRCs), and every byte is read
 // twice plus once per batch whose heads end in its block: heads are at least 8 bytes apart (a head
 // inside the previous one's length field announces more than maxRecord), so there are at most
-// 1 + (size-from)/(8·resyncBatch) batches. Memory: the batch twice (16 MiB), 4 bytes per block,
+// 1 + (size-from)/(8·resyncBatch) batches. Memory: the batch (16 MiB), 4 bytes per block,
 // about 30 per valid record found. The valid records (the records after the fault) are then followed as
 // before, once for all the resyncs of a scan (newResyncer).
 
 const (
 	resyncBlock = 64 << 10
 	resyncFine  = 256     // within a block read for a batch, the running CRC is kept every 256 bytes
-	resyncBatch = 1 << 19 // heads checked together: 8 MiB of resyncHead
+	resyncBatch = 1 << 20 // heads checked together: 16 MiB of resyncHead
 )
 
 // span is a valid record: where it starts and ends.
@@ -50,8 +50,7 @@ type resyncScan struct {
 	marks      []uint32 // the running CRC at from + i·resyncBlock
 	shifts     *crcShifts
 	heads      []resyncHead
-	batch      int          // heads checked together
-	sorted     []resyncHead // heads by the block they end in
+	batch      int // heads checked together
 	valid      []span
 	buf        []byte
 	read       int64 // bytes read (tests)
@@ -214,21 +213,33 @@ func (rs *resyncScan) checkHeads() {
 	for i := 1; i < len(starts); i++ {
 		starts[i] += starts[i-1]
 	}
-	rs.sorted = slices.Grow(rs.sorted[:0], len(rs.heads))[:len(rs.heads)]
-	fill := slices.Clone(starts)
-	for _, h := range rs.heads {
-		k := rs.block(h.end) - first
-		rs.sorted[fill[k]] = h
-		fill[k]++
-	}
+	rs.sortHeads(first, starts)
 	var fine []uint32
 	for k := 0; k+1 < len(starts); k++ {
 		if starts[k] == starts[k+1] {
 			continue
 		}
-		fine = rs.checkBlock(first+k, rs.sorted[starts[k]:starts[k+1]], fine)
+		fine = rs.checkBlock(first+k, rs.heads[starts[k]:starts[k+1]], fine)
 	}
 	rs.heads = rs.heads[:0]
+}
+
+// sortHeads puts the heads in the order of the block they end in, in place: the heads ending in
+// block first+k go to [starts[k], starts[k+1]).
+func (rs *resyncScan) sortHeads(first int, starts []int32) {
+	next := slices.Clone(starts[:len(starts)-1])
+	for k := range next {
+		for next[k] < starts[k+1] {
+			h := rs.heads[next[k]]
+			t := rs.block(h.end) - first
+			if t == k {
+				next[k]++
+				continue
+			}
+			rs.heads[next[k]], rs.heads[next[t]] = rs.heads[next[t]], h
+			next[t]++
+		}
+	}
 }
 
 func (rs *resyncScan) block(off int64) int { return int((off - rs.from) / resyncBlock) }

@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// BenchmarkResyncFrameHeads: the resync over 96 MiB of frame heads (one every 24 bytes, each
+// BenchmarkResyncFrameHeads: the resync over 96 MiB of frame heads (one every 20 bytes, each
 // announcing a record that fits in the rest of the file), then 1 MiB of records.
 func BenchmarkResyncFrameHeads(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	file := append(make([]byte, logHeaderLen), plantHeads(rng, 96<<20, 24, 1<<20)...)
+	file := append(make([]byte, logHeaderLen), plantHeads(rng, 96<<20, 20, 1<<20)...)
 	for len(file) < 97<<20 {
 		file = append(file, frame(make([]byte, 1000), 7)...)
 	}
