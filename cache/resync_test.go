@@ -266,3 +266,33 @@ func TestCorruptObjectOfFrameHeadsLosesOnlyItself(t *testing.T) {
 		}
 	}
 }
+
+// FuzzResync: on any bytes after a log's header, salted or not, in batches of any size, the
+// bounded resync lands where the unbounded one did, from every offset.
+func FuzzResync(f *testing.F) {
+	rec := func(p string, seed uint32) []byte { return frame([]byte(p), seed) }
+	f.Add(append(append(rec("a", 5), rec("bc", 5)...), rec("def", 5)...), uint32(5), uint8(1))
+	f.Add(append(append([]byte("xx\xf1NHR\x00\x00\x00\x02zzzzab"), rec("q", 0)...), rec("", 0)...), uint32(0), uint8(2))
+	f.Add(append(rec(string(rec("inner", 9)), 9)[:20], rec("tail", 9)...), uint32(9), uint8(3))
+	f.Fuzz(func(t *testing.T, body []byte, seed uint32, batch uint8) {
+		file := append(make([]byte, logHeaderLen), body...)
+		path := filepath.Join(t.TempDir(), "log")
+		if err := os.WriteFile(path, file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fh, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fh.Close()
+		l := &logFile{seg: &segment{f: fh, seed: seed, hdr: logHeaderLen}}
+		size := int64(len(file))
+		rz := l.newResyncer(logHeaderLen, size, 1+int(batch%16))
+		for from := int64(logHeaderLen); from <= size; from++ {
+			at, skipped := rz.resync(from)
+			if wat, wskipped := refResync(file, seed, from); at != wat || skipped != wskipped {
+				t.Fatalf("from %d: lands at %d (skipped %v), the unbounded resync at %d (skipped %v)", from, at, skipped, wat, wskipped)
+			}
+		}
+	})
+}
