@@ -19,6 +19,7 @@ import (
 // concurrent lists of them (4 JSON, 4 protobuf). The e2e suite "Hostile clients" asserts the bound
 // on the same workload.
 func benchHostile(e *env, o options) error {
+	benchHostileResync() // the start after a torn write inside objects of frame heads (hostileresync.go)
 	relay, dir, err := e.relay()
 	if err != nil {
 		return err

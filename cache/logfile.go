@@ -10,7 +10,7 @@ import (
 
 // logFile is the log engine: one file of framed, checksummed records (frame.go) on the disk,
 // appended to, read back, scanned at open (a torn tail cut, a corrupt region quarantined:
-// logscan.go) and rewritten whole (logrewrite.go). It knows a record as bytes: nothing of
+// logscan.go, resync.go) and rewritten whole (logrewrite.go). It knows a record as bytes: nothing of
 // owners, objects or lists, which the rlog above it gives meaning. Its user serialises the calls
 // (rlog.mu); a reader holds a segment, so a rewrite can swap the file under it.
 type logFile struct {

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -56,6 +55,7 @@ func (l *logFile) scan(size int64, apply func(off int64, n uint32, payload []byt
 	pos := l.seg.hdr
 	var fr [frameLen]byte
 	var buf []byte
+	var rz *resyncer // made at the first fault, for every resync of the scan
 	for pos < size {
 		ok := false
 		if _, err := io.ReadFull(br, fr[:]); err == nil {
@@ -75,7 +75,10 @@ func (l *logFile) scan(size int64, apply func(off int64, n uint32, payload []byt
 		if ok {
 			continue
 		}
-		next, taken := l.resync(pos+1, size)
+		if rz == nil {
+			rz = l.newResyncer(pos+1, size, resyncBatch)
+		}
+		next, taken := rz.resync(pos + 1)
 		if next < 0 { // a torn tail: the writes of the last interval a crash cut short
 			l.d.log.Info("cache: cut a torn tail off a log", "log", l.name, "at", pos, "bytes", size-pos)
 			if taken {
@@ -98,75 +101,4 @@ func (l *logFile) scan(size int64, apply func(off int64, n uint32, payload []byt
 		br.Reset(io.NewSectionReader(f, pos, size-pos))
 	}
 	return size, lost
-}
-
-// resync finds the next offset at or after from where a chain of whole, valid records starts
-// that reaches the end of the file, or -1; skipped is set when valid records were passed over
-// because their chain broke before the end. A record found in the middle of a bad region (an
-// object's bytes may hold a frame) is taken only when all that follows it is records.
-func (l *logFile) resync(from, size int64) (at int64, skipped bool) {
-	f := l.seg.f
-	chunk := make([]byte, 64<<10)
-	for off := from; off < size; {
-		n, _ := f.ReadAt(chunk, off)
-		if n <= 0 {
-			return -1, skipped
-		}
-		b := chunk[:n]
-		moved := false
-		for i := 0; i+4 <= len(b); {
-			j := bytes.Index(b[i:], []byte(frameMagic))
-			if j < 0 {
-				break
-			}
-			at := off + int64(i+j)
-			if end := l.chainEnd(at, size); end == size {
-				return at, skipped
-			} else if end > at {
-				// Valid records up to end, then something else: not a resync point, nor is
-				// anything inside that chain. Look on after it.
-				skipped = true
-				off, moved = end, true
-				break
-			}
-			i += j + 1
-		}
-		if moved {
-			continue
-		}
-		if n < len(chunk) {
-			return -1, skipped
-		}
-		off += int64(n - 3)
-	}
-	return -1, skipped
-}
-
-// chainEnd follows valid records from at and returns where the chain ends (at: none valid).
-func (l *logFile) chainEnd(at, size int64) int64 {
-	for at < size {
-		n, ok := l.validAt(at, size)
-		if !ok {
-			return at
-		}
-		at += frameLen + int64(n)
-	}
-	return at
-}
-
-// validAt reports whether a whole record with a good checksum starts at at, and its length.
-func (l *logFile) validAt(at, size int64) (uint32, bool) {
-	var fr [frameLen]byte
-	if _, err := l.seg.f.ReadAt(fr[:], at); err != nil {
-		return 0, false
-	}
-	n, ok := checkFrame(fr[:])
-	if !ok || at+frameLen+int64(n) > size {
-		return 0, false
-	}
-	buf := make([]byte, n)
-	if _, err := l.seg.f.ReadAt(buf, at+frameLen); err != nil {
-		return 0, false
-	}
-	return n, recordSum(l.seg.seed, buf) == binary.BigEndian.Uint32(fr[8:])
 }

@@ -66,8 +66,8 @@
 // Two layers. The log engine knows a record as bytes: the disk (disk.go: the directory, whether it
 // can be written, what the next Sync makes durable, the counters; quarantine.go, readonly.go,
 // smallfile.go) and the log file on it (logfile.go: open, append, read; logscan.go: the scan at
-// open, the torn tail and the resync; logrewrite.go: compaction's new file; frame.go: the file
-// header, the salt and the frames). The cache's meaning is above it: each resource's index of who
+// open and the torn tail; resync.go, crcshift.go: the resync, bounded whatever the bytes are;
+// logrewrite.go: compaction's new file; frame.go: the file header, the salt and the frames). The cache's meaning is above it: each resource's index of who
 // holds which object and list (rlog.go, index.go, append.go, compact.go: what is live), the
 // payloads (record.go), the owners (owners.go), the quotas (quota.go), reads (get.go, reader.go),
 // writes (put.go, lists.go, writer.go, stream.go), GC (gc.go) and the Store that holds the logs
