@@ -120,6 +120,7 @@ type Store struct {
 	owners    ownerTable
 	liveBytes atomic.Int64 // live records of every log
 	maxBytes  atomic.Int64
+	budget    budget // bytes offline changes may write a minute (budget.go)
 
 	// clock, when set (tests), stamps records instead of time.Now.
 	clock func() time.Time
