@@ -24,7 +24,7 @@ type WriteBudget struct {
 	// Burst never fits: it is refused with ErrFull.
 	Foreign, Foreigners Rate
 	// MaxOwners bounds the owners whose buckets are kept (default 1024): past it the fullest goes
-	// (a full bucket is what a new owner gets anyway).
+	// (a full bucket is what a new owner gets anyway; Foreigners bounds the others together).
 	MaxOwners int
 	// Now is the clock (tests); nil: the Store's.
 	Now func() time.Time
@@ -129,7 +129,7 @@ func (b *budget) take(owner string, n int64, now time.Time) error {
 	if cfg.Now != nil {
 		now = cfg.Now()
 	}
-	ob := b.bucketOf(owner, own, now, cfg.MaxOwners)
+	ob := b.bucketOf(owner, now, cfg.MaxOwners)
 	ob.refill(own, now)
 	wait := ob.wait(own, n)
 	if foreign {
@@ -176,7 +176,7 @@ func (b *budget) config() *WriteBudget {
 }
 
 // bucketOf returns an owner's bucket, making room for it past max owners by dropping the fullest.
-func (b *budget) bucketOf(owner string, r Rate, now time.Time, max int) *bucket {
+func (b *budget) bucketOf(owner string, now time.Time, max int) *bucket {
 	if ob := b.owners[owner]; ob != nil {
 		return ob
 	}
