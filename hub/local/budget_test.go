@@ -17,8 +17,8 @@ import (
 	"nodehub/wire"
 )
 
-// asPod sends a request with a pod's own credential, one the cloud accepted.
-func asPod(t *testing.T, p *Proxy, method, path, body string) *httptest.ResponseRecorder {
+// floodAsPod sends a request with a pod's own credential, one the cloud accepted.
+func floodAsPod(t *testing.T, p *Proxy, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(method, path, bytes.NewBufferString(body))
 	r.Header.Set("Content-Type", "application/json")
@@ -32,7 +32,7 @@ func asPod(t *testing.T, p *Proxy, method, path, body string) *httptest.Response
 	return w
 }
 
-func randomText(n int) string {
+func wearText(n int) string {
 	b := make([]byte, n/2)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -50,17 +50,17 @@ func flashWritten(p *Proxy) int64 {
 func TestOfflineEventFloodOfAPodIsHeldToTheFlashBudget(t *testing.T) {
 	p := newProxy(t)
 	event := func(name string, n int) string {
-		return fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":%q,"namespace":"default"},"involvedObject":{"kind":"Pod","name":"x","namespace":"default"},"reason":"Flood","message":%q}`, name, randomText(n))
+		return fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":%q,"namespace":"default"},"involvedObject":{"kind":"Pod","name":"x","namespace":"default"},"reason":"Flood","message":%q}`, name, wearText(n))
 	}
 	w0 := flashWritten(p)
 	for i := 0; i < 10; i++ {
-		if w := asPod(t, p, http.MethodPost, "/api/v1/namespaces/default/events", event("big", 2_900_000)); w.Code != http.StatusForbidden {
+		if w := floodAsPod(t, p, http.MethodPost, "/api/v1/namespaces/default/events", event("big", 2_900_000)); w.Code != http.StatusForbidden {
 			t.Fatalf("a pod's offline create of a 2.9 MB event: %d %.300s, want 403", w.Code, w.Body)
 		}
 	}
 	created, throttled := 0, 0
 	for i := 0; i < 20; i++ {
-		w := asPod(t, p, http.MethodPost, "/api/v1/namespaces/default/events", event("mid", 100<<10))
+		w := floodAsPod(t, p, http.MethodPost, "/api/v1/namespaces/default/events", event("mid", 100<<10))
 		switch w.Code {
 		case http.StatusCreated:
 			created++

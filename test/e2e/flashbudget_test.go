@@ -65,7 +65,7 @@ func TestOfflinePodFloodIsHeldToTheFlashBudget(t *testing.T) {
 	}
 	codes := map[int]int{}
 	for i := 0; i < 20; i++ {
-		code, retry, b := postWithHeaders(t, cl, events, event("mid", 100<<10), pod)
+		code, retry, b := postForRetryAfter(t, cl, events, event("mid", 100<<10), pod)
 		codes[code]++
 		var st metav1.Status
 		if code == http.StatusTooManyRequests && (retry < 1 || json.Unmarshal(b, &st) != nil || st.Details == nil || int(st.Details.RetryAfterSeconds) != retry) {
@@ -85,8 +85,8 @@ func TestOfflinePodFloodIsHeldToTheFlashBudget(t *testing.T) {
 	}
 }
 
-// postWithHeaders posts body and returns the code, the Retry-After seconds (0 without) and the body.
-func postWithHeaders(t *testing.T, cl *http.Client, url, body string, hdr map[string]string) (int, int, []byte) {
+// postForRetryAfter posts body and returns the code, the Retry-After seconds (0 without) and the body.
+func postForRetryAfter(t *testing.T, cl *http.Client, url, body string, hdr map[string]string) (int, int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
 	if err != nil {
