@@ -132,5 +132,6 @@ func benchHostile(e *env, o options) error {
 	fmt.Printf("offline: 360 creates of 1 MiB events with 30 made-up tokens (%d refused)\t%.1f MiB\n", refused, forged)
 	fmt.Printf("offline: %d creates of 3 MiB events with an accepted token\t%.1f MiB\n", created, creates)
 	fmt.Printf("offline: 8 concurrent lists of them (4 JSON, 4 protobuf; %.0f MiB sent in %v)\t%.1f MiB\n", float64(listed.Load())/(1<<20), time.Since(t0).Round(time.Millisecond), lists)
+	benchHostileFlash(h, do, flood)
 	return nil
 }

@@ -105,6 +105,7 @@ func TestMalformedObjectsAreNotCached(t *testing.T) {
 // take more than it (issue 23), and the node's own owners keep theirs.
 func TestForeignOfflineChangesShareOneBudget(t *testing.T) {
 	s := openStore(t)
+	s.SetWriteBudget(WriteBudget{}) // the quotas alone, not the bytes a minute
 	ev := func(owner string, i int) error {
 		r := Resource{Owner: owner, Version: "v1", Resource: "events"}
 		k := Key{Resource: r, Namespace: "default", Name: fmt.Sprintf("ev-%03d", i)}
@@ -148,6 +149,7 @@ func TestForeignOfflineChangesShareOneBudget(t *testing.T) {
 	}
 	// With --cache-max-bytes, they share an eighth of it.
 	s2.SetMaxBytes(32 << 20)
+	s2.SetWriteBudget(WriteBudget{})
 	s = s2
 	if err := ev("flooder@new", 0); !errors.Is(err, ErrFull) {
 		t.Fatalf("a new owner's offline change past the budget of an eighth of --cache-max-bytes: %v", err)

@@ -32,10 +32,14 @@ func (s *Store) Put(k Key, h *Header, body []byte) error {
 		}
 		return fmt.Errorf("cache: put %s: header of %d bytes: %w", k.Path(), len(sc.plain), ErrFull)
 	}
+	hlen := len(sc.plain)
 	hfield, flags, stored := storedForm(sc, sc.plain, body)
 	sum := crc32.Update(crc32.Checksum(hfield, crcTable), crcTable, stored)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if h.Local && l.unchanged(owner, k.ID(), h.ResourceVersion, sum, hfield, stored, sc.plain[:hlen], body) {
+		return nil // nothing to write: flash wears by the bytes written
+	}
 	err = l.put(owner, k, h, sum, hfield, flags, stored)
 	if err == nil && l.compactDue() {
 		if cerr := l.compact(); cerr != nil {
@@ -58,7 +62,7 @@ func (l *rlog) put(owner int32, k Key, h *Header, sum uint32, hfield []byte, fla
 			l.buf = refPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, r.off)
 			return l.write(l.buf, r)
 		}
-	} else if err := l.makeRoom(owner, k, int64(len(hfield)+len(stored)+frameLen+64)); err != nil {
+	} else if err := l.admit(owner, k, int64(len(hfield)+len(stored)+frameLen+64)); err != nil {
 		return err
 	}
 	l.buf = putPayload(l.room(), k.Owner, l.s.now(), k.Namespace, k.Name, hfield, flags, stored)

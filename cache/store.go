@@ -69,7 +69,8 @@
 // open and the torn tail; resync.go, crcshift.go: the resync, bounded whatever the bytes are;
 // logrewrite.go: compaction's new file; frame.go: the file header, the salt and the frames). The cache's meaning is above it: each resource's index of who
 // holds which object and list (rlog.go, index.go, append.go, compact.go: what is live), the
-// payloads (record.go), the owners (owners.go), the quotas (quota.go), reads (get.go, reader.go),
+// payloads (record.go), the owners (owners.go), the quotas (quota.go), the write budget of bytes a
+// minute (budget.go; unchanged.go: what changes nothing is not written), reads (get.go, reader.go),
 // writes (put.go, lists.go, writer.go, stream.go), GC (gc.go) and the Store that holds the logs
 // (store.go, logs.go, sync.go, stats.go, dir.go). Old layouts are brought in once: migrate.go (one
 // file per object, nodehub's first and YurtHub's) and upgrade.go (version 1 logs, without a salt).
@@ -120,6 +121,7 @@ type Store struct {
 	owners    ownerTable
 	liveBytes atomic.Int64 // live records of every log
 	maxBytes  atomic.Int64
+	budget    budget // bytes offline changes may write a minute (budget.go)
 
 	// clock, when set (tests), stamps records instead of time.Now.
 	clock func() time.Time

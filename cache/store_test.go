@@ -164,7 +164,8 @@ func TestFailedWriteMarksTheListIncomplete(t *testing.T) {
 
 func TestOfflineChangesStayWithinTheOwnersQuota(t *testing.T) {
 	s := openStore(t)
-	s.SetMaxBytes(800 << 10) // an owner gets 100 KiB
+	s.SetMaxBytes(800 << 10)        // an owner gets 100 KiB
+	s.SetWriteBudget(WriteBudget{}) // the quota alone, not the bytes a minute
 	r := Resource{Owner: "pod@x", Group: "", Version: "v1", Resource: "events"}
 	for i := 0; i < 100; i++ {
 		k := Key{Resource: r, Namespace: "default", Name: fmt.Sprintf("ev-%03d", i)}

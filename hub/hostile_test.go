@@ -21,6 +21,7 @@ import (
 // than cache.DefaultForeignBudget; past it a 403 "exceeded quota" Status (issue 23).
 func TestProxyOfflineCreatesStayWithinOneBudget(t *testing.T) {
 	f := newProxyFixture(t, nil)
+	f.hub.cache.Store.SetWriteBudget(cache.WriteBudget{}) // the quotas alone, not the bytes a minute (issue 28)
 	real := []string{"Bearer real-1", "Bearer real-2", "Bearer real-3", "Bearer real-4"}
 	for i, tok := range real { // the cloud accepts them
 		f.cloud.vouch(strings.TrimPrefix(tok, "Bearer "), fmt.Sprintf("user-%d", i))

@@ -130,8 +130,12 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 // writeFailed answers an offline write the cache did not keep. Past a quota (cache.ErrFull) it is
 // what the apiserver answers past a ResourceQuota: 403 Forbidden, "exceeded quota" — final, so
 // client-go's event recorder drops the event instead of retrying (a 429 would be retried, and the
-// quota does not free itself while offline); any other failure is a 500.
+// quota does not free itself while offline); past the write budget of bytes a minute a 429
+// (budget.go); any other failure is a 500.
 func (p *Proxy) writeFailed(w http.ResponseWriter, req *Request, err error) {
+	if p.pastBudget(w, req, err) {
+		return
+	}
 	if errors.Is(err, cache.ErrFull) {
 		p.status(w, req, http.StatusForbidden, "nodehub: exceeded quota of offline changes: "+err.Error())
 		return
