@@ -237,7 +237,13 @@ func waitLeader(t *testing.T, hubs []*poolHub, want *poolHub, d time.Duration) *
 			}
 		}
 		if leader == nil || want != nil && leader != want {
-			return fmt.Errorf("leader %v, want %v", leader, want)
+			name := func(ph *poolHub) string {
+				if ph == nil {
+					return "none"
+				}
+				return ph.edge.Name
+			}
+			return fmt.Errorf("leader %s, want %s", name(leader), name(want))
 		}
 		for _, ph := range hubs {
 			if ph != leader && roleOf(ph) != "follower" {
