@@ -147,7 +147,7 @@ func parseFlags(args []string, usageOut io.Writer) (*options, error) {
 	fs.StringVar(&o.poolBindAddress, "pool-bind-address", "", "this hub's address in the pool: the pool port listens there and a leader advertises it (YurtHub: --node-ip)")
 	fs.IntVar(&o.poolPort, "pool-port", 10269, "the pool port (mTLS) where a leader serves the other hubs (YurtHub: --multiplexer-port)")
 	fs.DurationVar(&o.poolLeaderTimeout, "pool-leader-timeout", hub.DefaultPoolLeaderTimeout, "a silent or unreachable leader is given up after this long")
-	fs.BoolVar(&o.poolSelfDeclared, "pool-self-declared-membership", false, "lease mode without an OpenYurt NodePool: let any node that labels its own Lease with the pool lead it (any node can: only where every node is trusted); off, lease mode elects only among the NodePool's nodes and nobody without one")
+	fs.BoolVar(&o.poolSelfDeclared, "pool-self-declared-membership", false, "lease mode without an OpenYurt NodePool: let any node that labels its own Lease with the pool lead it (any node can: only where every node is trusted); off, lease mode elects only among the NodePool's members (its nodehub.io/members annotation, and in status.nodes) and nobody without them")
 	hidden := registerYurtHub(fs, &o.ignored)
 	if err := fs.Parse(normalizeFlagNames(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -24,7 +24,7 @@ type PoolConfig struct {
 	// LeaderTimeout: a follower gives up a silent or unreachable leader after this long (default 5s).
 	// The pool port serves Config.ServingCert.
 	LeaderTimeout time.Duration
-	// SelfDeclared: in lease mode without a NodePool, nodes that label their own Lease may lead
+	// SelfDeclared: in lease mode without a NodePool naming members, nodes that label their own Lease may lead
 	// (--pool-self-declared-membership; see pool.Config).
 	SelfDeclared bool
 }

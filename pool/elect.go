@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -50,10 +49,12 @@ const (
 // reach the cloud and for a lease duration after the return (keepExpired). A leader that failed
 // this hub is passed over until it renews its lease again; a leader that stops clears its marks.
 //
-// Only the nodes the pool's NodePool names (status.nodes: yurt-manager writes it, a node cannot)
-// are candidates; the NodePool is listed and watched here (one object), and until it has been
-// read nobody is elected (every hub reads the cloud itself). Without a NodePool nobody is elected
-// either, unless the operator accepts self-declared membership (Config.SelfDeclared).
+// Only the pool's members are candidates: the nodes of its NodePool's status.nodes that an
+// administrator named in its AnnotationMembers (status.nodes follows a label a node can set on
+// itself; the annotation a node cannot write). The NodePool is listed and watched here (one
+// object), and until it has been read nobody is elected (every hub reads the cloud itself).
+// Without a NodePool, or one naming no members, nobody is elected either, unless the operator
+// accepts self-declared membership (Config.SelfDeclared).
 func (p *Pool) elect(ctx context.Context) {
 	np := NewStore(nodePoolResource(p.cfg.PoolName))
 	// A cluster without OpenYurt serves no NodePool (404), and a node group without its RBAC may
@@ -86,12 +87,12 @@ type elector struct {
 	passed  map[string]string // node → the renewal it failed this hub at: not eligible until a newer one
 	suspect string            // the leader that failed this hub since the last round
 
-	nodePool  *Store          // the pool's NodePool (one object, or none), listed and watched
-	npRV      uint64          // the resourceVersion members was read from
-	members   map[string]bool // its status.nodes
-	refusal   string          // why no leader is elected
-	refusedAt time.Time       // since when
-	logged    bool            // the refusal was logged
+	nodePool *Store          // the pool's NodePool (one object, or none), listed and watched
+	npRV     uint64          // the resourceVersion members was read from
+	read     bool            // members and declared were read (at npRV)
+	members  map[string]bool // status.nodes named in AnnotationMembers (nil: none named)
+	declared map[string]bool // its status.nodes
+	refused  refusal         // why no leader is elected
 
 	// list, if set, replaces the cloud in tests: the leases the selector selects and the
 	// apiserver's time.
@@ -102,12 +103,17 @@ type elector struct {
 // again.
 func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	retry := e.p.cfg.LeaderTimeout / 2
-	members, why := e.membership()
+	members, declared, why := e.membership()
 	if members == nil && !e.p.cfg.SelfDeclared {
 		e.refuse(why, now)
+		e.p.notes.setMembers(map[string]bool{})
 		return retry
 	}
+	if members == nil {
+		members = declared // self-declared: the NodePool's nodes, or (nil) any node's lease
+	}
 	e.refuse("", now)
+	e.p.notes.setMembers(members)
 	if s, _, _ := strings.Cut(e.p.takeSuspect(), "@"); s != "" {
 		e.suspect = s
 	}
@@ -211,64 +217,51 @@ func (e *elector) leases(ctx context.Context, selector string) ([]*wire.Lease, t
 	return out, at, err
 }
 
-// membership returns the pool's nodes as its NodePool names them, or nil and why they are not
-// known: the NodePool not listed yet (or not readable: RBAC, no such API), or absent.
-func (e *elector) membership() (map[string]bool, string) {
+// membership returns the pool's members — the nodes of its NodePool's status.nodes an
+// administrator named (AnnotationMembers) — or nil and why there are none: the NodePool not listed
+// yet (or not readable: RBAC, no such API), absent, or naming no members. declared are its
+// status.nodes when it has been read (nil otherwise).
+func (e *elector) membership() (members, declared map[string]bool, why string) {
 	if e.nodePool == nil {
-		return nil, "the pool's NodePool is not read"
+		return nil, nil, "the pool's NodePool is not read"
 	}
 	objs, _, _, err := e.nodePool.snapshot()
 	if err != nil {
-		return nil, "the NodePool " + e.p.cfg.PoolName + " has not been read (the node group needs list and watch on nodepools.apps.openyurt.io)"
+		return nil, nil, "the NodePool " + e.p.cfg.PoolName + " has not been read (the node group needs list and watch on nodepools.apps.openyurt.io)"
 	}
 	for _, o := range objs {
 		if o.name != e.p.cfg.PoolName {
 			continue
 		}
-		if e.members == nil || o.rv != e.npRV {
-			e.members, e.npRV = nodePoolNodes(o.raw), o.rv
+		if !e.read || o.rv != e.npRV {
+			e.members, e.declared, _ = nodePoolMembers(o.raw)
+			e.npRV, e.read = o.rv, true
 		}
-		return e.members, ""
+		if e.members == nil {
+			return nil, e.declared, noMembersWhy(e.p.cfg.PoolName)
+		}
+		return e.members, e.declared, ""
 	}
-	e.members = nil
-	return nil, "no NodePool " + e.p.cfg.PoolName + " names the pool's nodes"
+	e.read, e.members, e.declared = false, nil, nil
+	return nil, nil, "no NodePool " + e.p.cfg.PoolName + " names the pool's members"
 }
 
 // refuse elects nobody, saying why once it has lasted two leader timeouts (a hub just started
 // has not read the NodePool yet); why "" clears the refusal.
 func (e *elector) refuse(why string, now time.Time) {
-	if why != e.refusal {
-		e.refusal, e.refusedAt, e.logged = why, now, false
-	}
+	log := e.refused.set(why, now, 2*e.p.cfg.LeaderTimeout)
 	if why == "" {
 		return
 	}
 	e.p.setLeader("", false)
-	if !e.logged && now.Sub(e.refusedAt) >= 2*e.p.cfg.LeaderTimeout {
-		e.logged = true
-		e.p.log.Warn("pool: lease mode elects no leader: "+why+"; a node's own Lease label is no proof of membership (--pool-self-declared-membership accepts it)", "pool", e.p.cfg.PoolName)
+	if log {
+		e.p.log.Warn("pool: lease mode elects no leader, every hub shares on its node only: "+why+"; a node can label itself into a pool (--pool-self-declared-membership accepts that)", "pool", e.p.cfg.PoolName)
 	}
 }
 
 // nodePoolResource is the one NodePool of the pool (OpenYurt's apps.openyurt.io/v1beta2).
 func nodePoolResource(pool string) Resource {
 	return Resource{Group: "apps.openyurt.io", Version: "v1beta2", Resource: "nodepools", FieldSelector: "metadata.name=" + pool}
-}
-
-// nodePoolNodes reads a NodePool's status.nodes (never nil: an empty pool has no candidates).
-func nodePoolNodes(raw []byte) map[string]bool {
-	var np struct {
-		Status struct {
-			Nodes []string `json:"nodes"`
-		} `json:"status"`
-	}
-	out := map[string]bool{}
-	if json.Unmarshal(raw, &np) == nil {
-		for _, n := range np.Status.Nodes {
-			out[n] = true
-		}
-	}
-	return out
 }
 
 // release clears this hub's leader mark and address from its lease when it leads, so the others

@@ -57,23 +57,10 @@ func (f *fakeLeases) list(_ context.Context, selector string) ([]*wire.Lease, ti
 	return out, f.at, nil
 }
 
-func nodePool(t *testing.T, name string, rv int, nodes ...string) *object {
-	t.Helper()
-	q := make([]string, len(nodes))
-	for i, n := range nodes {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	raw := fmt.Sprintf(`{"kind":"NodePool","apiVersion":"apps.openyurt.io/v1beta2","metadata":{"name":%q,"resourceVersion":"%d"},"status":{"nodes":[%s]}}`, name, rv, strings.Join(q, ","))
-	o, err := newObject([]byte(raw), nodePoolResource(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
-
-// The leader is the smallest fresh member of the pool's NodePool. Until the NodePool has been
-// read, and without one, nobody leads: a node's own Lease label is no proof of membership —
-// unless the operator accepts self-declared membership.
+// The leader is the smallest fresh member of the pool's NodePool (in status.nodes and named by
+// the administrator). Until the NodePool has been read, and without one, nobody leads: a node's
+// own Lease label is no proof of membership — unless the operator accepts self-declared
+// membership.
 func TestElectionOnlyAmongNodePoolMembers(t *testing.T) {
 	for _, selfDeclared := range []bool{false, true} {
 		p, err := New(Config{Mode: ModeLease, NodeName: "edge-2", PoolName: "p", Addr: "10.0.0.2:10269", SelfDeclared: selfDeclared,
@@ -103,13 +90,13 @@ func TestElectionOnlyAmongNodePoolMembers(t *testing.T) {
 		if p.leader != want {
 			t.Fatalf("self-declared %v, no NodePool: leader %q, want %q", selfDeclared, p.leader, want)
 		}
-		np.replace([]*object{nodePool(t, "p", 7, "edge-1", "edge-2")}, 7, "apps.openyurt.io/v1beta2", "NodePool")
+		np.replace([]*object{nodePoolNamed(t, "p", 7, "edge-1,edge-2", "edge-1", "edge-2")}, 7, "apps.openyurt.io/v1beta2", "NodePool")
 		p.setLeader("", false)
 		e.round(ctx, now)
 		if p.leader != "edge-1@10.0.0.1:10269" || p.leading {
 			t.Fatalf("self-declared %v, with the NodePool's members: leader %q (leading %v), want edge-1", selfDeclared, p.leader, p.leading)
 		}
-		np.replace([]*object{nodePool(t, "p", 8, "edge-2")}, 8, "apps.openyurt.io/v1beta2", "NodePool")
+		np.replace([]*object{nodePoolNamed(t, "p", 8, "edge-1,edge-2", "edge-2")}, 8, "apps.openyurt.io/v1beta2", "NodePool")
 		e.round(ctx, now)
 		if p.leader != "edge-2@10.0.0.2:10269" || !p.leading {
 			t.Fatalf("self-declared %v, edge-1 left the pool: leader %q (leading %v), want edge-2", selfDeclared, p.leader, p.leading)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"nodehub/wire"
 )
 
 // Notes are what each hub of a pool tells the others about its own node (the hub's endpoint
@@ -52,10 +54,51 @@ type noteBoard struct {
 	gen     uint64          // leader: changes of pool
 	changed chan struct{}   // leader: closed at each change of pool
 	kick    chan struct{}   // own changed
+	members map[string]bool // the nodes whose notes are taken and read; nil: any node's
 }
 
+// newNoteBoard takes nobody's notes until the pool's members are known (setMembers).
 func newNoteBoard() *noteBoard {
-	return &noteBoard{pool: map[string]note{}, changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+	return &noteBoard{pool: map[string]note{}, changed: make(chan struct{}), kick: make(chan struct{}, 1), members: map[string]bool{}}
+}
+
+// setMembers sets the nodes whose notes are taken and read (nil: any node's, only where the
+// operator accepts self-declared membership) and drops the notes of nodes no longer members.
+func (b *noteBoard) setMembers(m map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.members = m
+	changed := false
+	for n := range b.pool {
+		if !b.memberLocked(n) {
+			delete(b.pool, n)
+			changed = true
+		}
+	}
+	if changed {
+		b.bumpLocked()
+	}
+}
+
+func (b *noteBoard) member(node string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.memberLocked(node)
+}
+
+func (b *noteBoard) memberLocked(node string) bool { return b.members == nil || b.members[node] }
+
+// onlyMembers returns the notes of members only (what a member reads from its leader).
+func (b *noteBoard) onlyMembers(notes map[string][]byte) map[string][]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string][]byte, len(notes))
+	for n, doc := range notes {
+		if b.memberLocked(n) {
+			out[n] = doc
+		}
+	}
+	return out
 }
 
 // Publish sets this hub's note (nil: none) and sends it to the pool at once.
@@ -78,12 +121,17 @@ func (p *Pool) Publish(doc []byte) {
 	}
 }
 
+// errNotMember refuses the note of a node that is not one of the pool's members.
+var errNotMember = errors.New("not one of the pool's members")
+
 // put files a node's note (leader). An empty note removes it.
 func (b *noteBoard) put(node string, doc []byte, now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old, had := b.pool[node]
 	switch {
+	case !b.memberLocked(node):
+		return errNotMember
 	case len(doc) == 0:
 		if !had {
 			return nil
@@ -173,7 +221,11 @@ func (p *Pool) serveNotes(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("nodehub: a note is at most %d bytes", MaxNoteBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
-		if err := b.put(node, doc, time.Now()); err != nil {
+		if err := b.put(node, doc, time.Now()); errors.Is(err, errNotMember) {
+			wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusForbidden,
+				"nodehub: node "+node+" is not one of the pool's members (the NodePool's status.nodes named in its annotation "+AnnotationMembers+"): its note is refused")
+			return
+		} else if err != nil {
 			http.Error(w, err.Error(), http.StatusInsufficientStorage)
 			return
 		}
@@ -226,6 +278,8 @@ func (p *Pool) runNotes(ctx context.Context) {
 			b.mu.Unlock()
 			leader, leading := p.leaderNow()
 			switch {
+			case !b.member(p.cfg.NodeName):
+				sentGen, sentTo = 0, "" // not a member: the leader would refuse it
 			case leading:
 				_ = b.put(p.cfg.NodeName, doc, time.Now())
 				sentGen, sentTo = gen, ""
@@ -283,6 +337,7 @@ func (p *Pool) runNotes(ctx context.Context) {
 			continue
 		}
 		gen = ans.Gen
+		ans.Notes = b.onlyMembers(ans.Notes)
 		if !sameNotes(last, ans.Notes) {
 			last = ans.Notes
 			p.cfg.OnNotes(ans.Notes)

@@ -24,6 +24,7 @@ func noteRequest(method, node, path string, body []byte) *http.Request {
 // all, and bounds them: a note's size, the nodes, and a note not refreshed goes.
 func TestNotesFiledByCertificateAndBounded(t *testing.T) {
 	p := &Pool{notes: newNoteBoard(), changed: make(chan struct{})}
+	p.notes.setMembers(nil) // any node's (self-declared membership)
 	w := httptest.NewRecorder()
 	p.serveNotes(w, noteRequest(http.MethodPut, "edge-a", NotesPath, []byte(`[1]`)))
 	if w.Code != http.StatusServiceUnavailable {

@@ -54,10 +54,11 @@ type Config struct {
 	// OnPeerWatch, if set, is told +1 when a follower's watch starts on the pool port and -1 when
 	// it ends.
 	OnPeerWatch func(delta int)
-	// SelfDeclared, in lease mode, lets the nodes that label their own Lease with the pool be
-	// elected when no NodePool names the pool's nodes (--pool-self-declared-membership). Off, the
-	// election elects nobody until the pool's NodePool (status.nodes, which yurt-manager writes and
-	// a node cannot) has been read, and only among its nodes: any node can label its own Lease.
+	// SelfDeclared, in lease mode, lets the nodes that label their own Lease with the pool (and
+	// the NodePool's status.nodes, when there is one) be elected when no NodePool names the pool's
+	// members (--pool-self-declared-membership). Off, the election elects nobody until the pool's
+	// NodePool has been read, and only among its members (AnnotationMembers): any node can label
+	// its own Lease, and its own Node into status.nodes.
 	SelfDeclared bool
 	// Online, if set, says whether the cloud is reachable: a leader that cannot reach it stops
 	// serving its followers (they go to the cloud themselves, or to their caches).

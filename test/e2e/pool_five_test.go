@@ -237,7 +237,13 @@ func waitLeader(t *testing.T, hubs []*poolHub, want *poolHub, d time.Duration) *
 			}
 		}
 		if leader == nil || want != nil && leader != want {
-			return fmt.Errorf("leader %v, want %v", leader, want)
+			name := func(ph *poolHub) string {
+				if ph == nil {
+					return "none"
+				}
+				return ph.edge.Name
+			}
+			return fmt.Errorf("leader %s, want %s", name(leader), name(want))
 		}
 		for _, ph := range hubs {
 			if ph != leader && roleOf(ph) != "follower" {
@@ -351,6 +357,15 @@ func TestPoolNodePoolModeFollowsPublishedLeader(t *testing.T) {
 	ns := "pool-np"
 	poolFixture(t, ctx, ns, 3)
 	makeNodePool(t, ctx, "pool-np-lead")
+	// The administrator names the members; yurt-manager lists the pool's nodes.
+	for path, body := range map[string]string{
+		"":        `{"metadata":{"annotations":{"nodehub.io/members":"edge-1,edge-2"}}}`,
+		"/status": `{"status":{"nodes":["edge-1","edge-2"]}}`,
+	} {
+		if err := cluster.Admin.RESTClient().Patch(types.MergePatchType).AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools/pool-np-lead" + path).Body([]byte(body)).Do(ctx).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var hubs []*poolHub
 	for i := 1; i <= 2; i++ {
 		e, err := cluster.NewEdge(ctx, fmt.Sprintf("edge-%d", i), net.IPv4(127, 0, 0, byte(i+1)), t.TempDir())

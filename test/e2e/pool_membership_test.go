@@ -15,10 +15,11 @@ import (
 	"nodehub/e2e/harness"
 )
 
-// Lease mode elects nobody until the pool's NodePool names its nodes: a hub that labelled its own
-// Lease with the pool (any node can) does not lead while no NodePool exists, nor while the
-// NodePool names other nodes; it leads once the NodePool (written by yurt-manager, never by a
-// node) lists it.
+// Lease mode elects nobody until the pool's NodePool names its members: a hub that labelled its
+// own Lease with the pool (any node can) does not lead while no NodePool exists, nor while the
+// NodePool lists other nodes, nor while it lists this one in status.nodes (which follows a label
+// any node can set on itself) but the administrator has not named it (annotation
+// nodehub.io/members); it leads once both do.
 func TestPoolLeaseModeElectsOnlyNodePoolMembers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -67,7 +68,16 @@ func TestPoolLeaseModeElectsOnlyNodePoolMembers(t *testing.T) {
 	}
 	setNodes(`"edge-9"`)
 	never(6*time.Second, "a NodePool naming other nodes")
+	// In status.nodes (any node can label itself into it) but not named by the administrator.
 	setNodes(`"edge-9","` + harness.NodeName + `"`)
+	never(6*time.Second, "a NodePool naming no members")
+	if !strings.Contains(h.Log(), "names no members") {
+		t.Fatal("the NodePool naming no members is not logged")
+	}
+	members := `{"metadata":{"annotations":{"nodehub.io/members":"edge-9,` + harness.NodeName + `"}}}`
+	if err := cluster.Admin.RESTClient().Patch(types.MergePatchType).AbsPath("/apis/apps.openyurt.io/v1beta2/nodepools/" + pool).Body([]byte(members)).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, 60*time.Second, "the hub leads once the NodePool names it", func() error {
 		if r := role(); r != "leader" {
 			return fmt.Errorf("role %s", r)
