@@ -50,13 +50,13 @@ type Condition struct {
 	mu          sync.Mutex
 	errs        uint64 // cache write failures so far
 	lastErr     string
-	seenErrs    uint64                    // errs at the last evaluation
-	seenWritten int64                     // filesWritten() at the last evaluation
-	failures    int                       // evaluations in a row that saw new failures and no success since
-	writing     bool                      // a write is queued or in flight
-	queued      chan corev1.NodeCondition // the write Run makes next
-	written     corev1.ConditionStatus
-	writtenAt   time.Time
+	seenErrs    uint64                 // errs at the last evaluation
+	seenWritten int64                  // filesWritten() at the last evaluation
+	failures    int                    // evaluations in a row that saw new failures and no success since
+	next        *corev1.NodeCondition  // the write Run makes next: the latest queued wins
+	wake        chan struct{}          // tells Run a write is queued
+	queued      corev1.ConditionStatus // the status last queued ("" after its write failed)
+	queuedAt    time.Time
 }
 
 // CacheError counts a failed cache write.
@@ -143,54 +143,66 @@ func (a *Condition) clock() time.Time {
 }
 
 // Seen tells the hub what the cloud's node carries, and queues a write of the condition there
-// when it had to change (one write at a time, made by Run, only online).
+// when it had to change (made by Run, only online). A status queued within autonomyRewriteAfter is
+// not queued again (a stale read, or a second watch of the node, saw the node before the write);
+// a newer status replaces a write not yet made, so the last one seen is the one written.
 func (a *Condition) Seen(c *corev1.NodeCondition) {
 	if c == nil || a.Write == nil || (a.Online != nil && !a.Online()) {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.writing || a.written == c.Status && a.clock().Sub(a.writtenAt) < autonomyRewriteAfter {
+	now := a.clock()
+	if a.queued == c.Status && now.Sub(a.queuedAt) < autonomyRewriteAfter {
 		return
 	}
-	a.writing = true
-	a.queue() <- *c // room: one write at a time
-}
-
-// queue returns the channel of the queued write; a.mu is held.
-func (a *Condition) queue() chan corev1.NodeCondition {
-	if a.queued == nil {
-		a.queued = make(chan corev1.NodeCondition, 1)
+	cc := *c
+	a.next, a.queued, a.queuedAt = &cc, c.Status, now
+	select {
+	case a.wakeup() <- struct{}{}:
+	default: // Run is told already
 	}
-	return a.queued
 }
 
-// Run makes the writes Seen queues, each within 10 s, until ctx ends.
+// wakeup returns the channel that tells Run a write is queued; a.mu is held.
+func (a *Condition) wakeup() chan struct{} {
+	if a.wake == nil {
+		a.wake = make(chan struct{}, 1)
+	}
+	return a.wake
+}
+
+// Run makes the writes Seen queues, one at a time, each within 10 s, until ctx ends.
 func (a *Condition) Run(ctx context.Context) {
 	a.mu.Lock()
-	q := a.queue()
+	wake := a.wakeup()
 	a.mu.Unlock()
 	for {
-		var c corev1.NodeCondition
 		select {
 		case <-ctx.Done():
 			return
-		case c = <-q:
+		case <-wake:
+		}
+		a.mu.Lock()
+		c := a.next
+		a.next = nil
+		a.mu.Unlock()
+		if c == nil {
+			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := a.Write(wctx, c)
+		err := a.Write(wctx, *c)
 		cancel()
-		a.mu.Lock()
-		a.writing = false
-		if err == nil {
-			a.written, a.writtenAt = c.Status, a.clock()
-		}
-		a.mu.Unlock()
 		if err != nil {
+			a.mu.Lock()
+			if a.queued == c.Status && a.next == nil {
+				a.queued = "" // the next evaluation tries again
+			}
+			a.mu.Unlock()
 			a.logger().Warn("autonomy: could not write the node's condition", "status", c.Status, "err", err)
-		} else {
-			a.logger().Info("autonomy: node condition written", "status", c.Status, "reason", c.Reason)
+			continue
 		}
+		a.logger().Info("autonomy: node condition written", "status", c.Status, "reason", c.Reason)
 	}
 }
 
