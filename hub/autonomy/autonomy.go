@@ -33,6 +33,9 @@ const (
 	// autonomyRewriteAfter: a status the hub wrote is not written again before this, even if a
 	// stale read (the apiserver's watch cache) does not show it yet.
 	autonomyRewriteAfter = 30 * time.Second
+	// evaluateEvery: how often the condition is evaluated at least, as kubelet's GET of its node
+	// every nodeStatusUpdateFrequency did (see Condition.Current).
+	evaluateEvery = 10 * time.Second
 	// MaxNodeBody bounds a Node read whole (the cloud's answer to kubelet's GET, the answer to
 	// the hub's patch).
 	MaxNodeBody = 4 << 20
@@ -45,8 +48,14 @@ type Condition struct {
 	Online func() bool
 	// FilesWritten counts the cache's successful file writes (nil: none are counted).
 	FilesWritten func() int64
-	Log          *slog.Logger
-	now          func() time.Time
+	// Current, if set, returns the node as the cloud last sent it, while that copy is fresh (nil:
+	// none). Run evaluates it when nothing else did for evaluateEvery: v1.37's kubelet reads its
+	// node from its informer, whose events come only when the node changes, so the cache's health
+	// is evaluated, and a failed write tried again, as often as on kubelet's GET of its node.
+	Current func() []byte
+	Log     *slog.Logger
+	now     func() time.Time
+	every   time.Duration // how often Run looks at Current; evaluateEvery when zero
 
 	mu          sync.Mutex
 	errs        uint64 // cache write failures so far
@@ -54,6 +63,7 @@ type Condition struct {
 	seenErrs    uint64                 // errs at the last evaluation
 	seenWritten int64                  // filesWritten() at the last evaluation
 	failures    int                    // evaluations in a row that saw new failures and no success since
+	evaluated   time.Time              // the last evaluation
 	next        *corev1.NodeCondition  // the write Run makes next: the latest queued wins
 	wake        chan struct{}          // tells Run a write is queued
 	queued      corev1.ConditionStatus // the status last queued ("" after its write failed)
@@ -87,7 +97,7 @@ func (a *Condition) desired(nf wire.NodeFacts) (corev1.ConditionStatus, string, 
 	case w != a.seenWritten || a.FilesWritten == nil:
 		a.failures = 0
 	}
-	a.seenErrs, a.seenWritten = a.errs, w
+	a.seenErrs, a.seenWritten, a.evaluated = a.errs, w, a.clock()
 	if !nf.HasAnnotation || nf.Annotation != "true" || nf.HasLabel && nf.Label == "false" {
 		return corev1.ConditionFalse, "autonomy disabled", "The autonomy is disabled or this node is not edge node"
 	}
@@ -173,38 +183,68 @@ func (a *Condition) wakeup() chan struct{} {
 	return a.wake
 }
 
-// Run makes the writes Seen queues, one at a time, each within 10 s, until ctx ends.
+// Run makes the writes Seen queues, one at a time, each within 10 s, and evaluates Current when
+// nothing else did for evaluateEvery, until ctx ends.
 func (a *Condition) Run(ctx context.Context) {
 	a.mu.Lock()
 	wake := a.wakeup()
 	a.mu.Unlock()
+	every := a.every
+	if every <= 0 {
+		every = evaluateEvery
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-tick.C:
+			a.evaluate(every)
+			continue
 		case <-wake:
 		}
 		a.mu.Lock()
 		c := a.next
 		a.next = nil
 		a.mu.Unlock()
-		if c == nil {
-			continue
+		if c != nil {
+			a.write(ctx, *c)
 		}
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := a.Write(wctx, *c)
-		cancel()
-		if err != nil {
-			a.mu.Lock()
-			if a.queued == c.Status && a.next == nil {
-				a.queued = "" // the next evaluation tries again
-			}
-			a.mu.Unlock()
-			a.logger().Warn("autonomy: could not write the node's condition", "status", c.Status, "err", err)
-			continue
-		}
-		a.logger().Info("autonomy: node condition written", "status", c.Status, "reason", c.Reason)
 	}
+}
+
+// evaluate evaluates the node Current returns, when nothing else did for every.
+func (a *Condition) evaluate(every time.Duration) {
+	if a.Current == nil {
+		return
+	}
+	a.mu.Lock()
+	idle := a.clock().Sub(a.evaluated) >= every*9/10 // a tick late or early by a little still counts
+	a.mu.Unlock()
+	if !idle {
+		return
+	}
+	if raw := a.Current(); raw != nil {
+		a.Node(raw)
+	}
+}
+
+// write sets c in the cloud; after a failure, the next evaluation that needs it queues it again.
+func (a *Condition) write(ctx context.Context, c corev1.NodeCondition) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := a.Write(wctx, c)
+	cancel()
+	if err != nil {
+		a.mu.Lock()
+		if a.queued == c.Status && a.next == nil {
+			a.queued = ""
+		}
+		a.mu.Unlock()
+		a.logger().Warn("autonomy: could not write the node's condition", "status", c.Status, "err", err)
+		return
+	}
+	a.logger().Info("autonomy: node condition written", "status", c.Status, "reason", c.Reason)
 }
 
 func (a *Condition) logger() *slog.Logger {

@@ -3,8 +3,10 @@ package autonomy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +75,45 @@ func TestWatchSetsTheCondition(t *testing.T) {
 		}
 		if a.next == nil || a.next.Status != corev1.ConditionFalse {
 			t.Fatalf("pb=%v: queued %+v, want False (the latest replaces a write not yet made)", pb, a.next)
+		}
+	}
+}
+
+// With no read and no event of the node (v1.37's kubelet between changes of its node), Run
+// evaluates the node as the cloud last sent it: cache writes failing turn the condition Unknown
+// in the cloud all the same.
+func TestAutonomyEvaluatesTheNodeWithoutReads(t *testing.T) {
+	wrote := make(chan corev1.ConditionStatus, 16)
+	trueNode := nodeRaw(t, map[string]string{autonomyAnnotation: "true"}, nil, []corev1.NodeCondition{{Type: autonomyCondition, Status: corev1.ConditionTrue}}, true)
+	// No file written: an evaluation between two failures changes nothing.
+	a := &Condition{every: time.Millisecond, Current: func() []byte { return trueNode }, FilesWritten: func() int64 { return 0 },
+		Write: func(_ context.Context, c corev1.NodeCondition) error { wrote <- c.Status; return nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	evaluated := func() time.Time {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.evaluated
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case s := <-wrote:
+			if s != corev1.ConditionUnknown {
+				t.Fatalf("wrote %s, want Unknown", s)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the condition never turned Unknown without a read of the node")
+		}
+		before := evaluated()
+		a.CacheError(errors.New("disk full"))
+		for evaluated() == before && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // until Run evaluated again
 		}
 	}
 }
