@@ -24,6 +24,19 @@ func nodeAnnotated(rv int, on bool, autonomy string) string {
 	return fmt.Sprintf(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"node-a","uid":"n1","resourceVersion":"%d"%s},"status":{"conditions":[{"type":"Ready","status":"True"}%s]}}`, rv, ann, cond)
 }
 
+// watchNodeA opens kubelet's watch of its node node-a (JSON, as its informer's) through the hub.
+func (f *proxyFixture) watchNodeA(t *testing.T, ctx context.Context) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/api/v1/nodes?fieldSelector=metadata.name%3Dnode-a&watch=true&allowWatchBookmarks=true&resourceVersion=5", nil)
+	req.Header.Set("User-Agent", kubelet)
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // The Autonomy condition follows the node as kubelet's own watch of it delivers it (v1.37's
 // kubelet reads its node from its informer, never with a GET): an event of the annotated node
 // reaches kubelet with the condition True and True is written to the cloud, without any GET of
@@ -45,13 +58,7 @@ func TestAutonomyFollowsTheNodesWatch(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); f.hub.auto.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/api/v1/nodes?fieldSelector=metadata.name%3Dnode-a&watch=true&allowWatchBookmarks=true&resourceVersion=5", nil)
-	req.Header.Set("User-Agent", kubelet)
-	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := f.watchNodeA(t, ctx)
 	defer resp.Body.Close()
 	lines := bufio.NewReader(resp.Body)
 	event := func(ev string) string {

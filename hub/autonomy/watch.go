@@ -1,7 +1,6 @@
 package autonomy
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 
@@ -27,61 +26,20 @@ func (a *Condition) WatchResponse(resp *http.Response, node string) {
 // cloud's bytes. A stream the splitter cannot read ends with an ERROR event carrying a 502 Status,
 // after the events before it: the client watches again.
 func (a *Condition) Watch(rc io.ReadCloser, media wire.MediaType, node string) io.ReadCloser {
-	w := &nodeWatch{rc: rc, buf: make([]byte, 32<<10), protobuf: media.IsProtobuf()}
-	w.sp = wire.NewWatchSplitter(media, func(ev wire.WatchEvent) error {
-		if ev.Type == wire.EventAdded || ev.Type == wire.EventModified {
-			if m, err := wire.ExtractMeta(ev.Object, "nodes"); err == nil && m.Name == node {
-				if out := a.Node(ev.Object); !sameBytes(out, ev.Object) {
-					w.out.Write(w.frame(wire.WatchEvent{Type: ev.Type, Object: out}))
-					return nil
-				}
-			}
+	pb := media.IsProtobuf()
+	return wire.RewriteWatch(rc, media, func(ev wire.WatchEvent) []byte {
+		if ev.Type != wire.EventAdded && ev.Type != wire.EventModified {
+			return ev.Frame
 		}
-		w.out.Write(ev.Frame)
-		return nil
+		if m, err := wire.ExtractMeta(ev.Object, "nodes"); err != nil || m.Name != node {
+			return ev.Frame
+		}
+		if out := a.Node(ev.Object); !sameBytes(out, ev.Object) {
+			return wire.WatchFrame(wire.WatchEvent{Type: ev.Type, Object: out}, pb)
+		}
+		return ev.Frame
 	})
-	return w
 }
 
 // sameBytes reports whether b is a itself (Node returns its argument when nothing changed).
 func sameBytes(a, b []byte) bool { return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) }
-
-type nodeWatch struct {
-	rc       io.ReadCloser
-	sp       wire.WatchSplitter
-	protobuf bool
-	buf      []byte
-	out      bytes.Buffer
-	err      error
-}
-
-func (w *nodeWatch) frame(ev wire.WatchEvent) []byte {
-	if w.protobuf {
-		return wire.EncodeProtoWatchEvent(ev)
-	}
-	return wire.EncodeJSONWatchEvent(ev)
-}
-
-// Read returns the events as soon as a whole one has arrived.
-func (w *nodeWatch) Read(p []byte) (int, error) {
-	for w.out.Len() == 0 {
-		if w.err != nil {
-			return 0, w.err
-		}
-		n, err := w.rc.Read(w.buf)
-		if n > 0 {
-			if _, perr := w.sp.Write(w.buf[:n]); perr != nil {
-				st, _ := wire.EncodeStatus(wire.NewStatus(http.StatusBadGateway, "nodehub: the cloud's watch of the node could not be read: "+perr.Error()), w.protobuf)
-				w.out.Write(w.frame(wire.WatchEvent{Type: wire.EventError, Object: st}))
-				w.err = io.EOF
-				continue
-			}
-		}
-		if err != nil && w.err == nil {
-			w.err = err
-		}
-	}
-	return w.out.Read(p)
-}
-
-func (w *nodeWatch) Close() error { return w.rc.Close() }
