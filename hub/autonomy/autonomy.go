@@ -2,8 +2,9 @@
 // GET of its own Node, and on each event of the node on a watch of it (kubelet's informer, which
 // v1.37's kubelet reads its node from instead of a GET), the hub sets the condition in the answer
 // (online from the cloud, offline from the cache) and, when it had to change it, writes it to the
-// cloud's node status with the node's identity. OpenYurt's control plane keeps the pods of a disconnected node whose
-// condition is True. The condition turns Unknown while the cache's writes fail.
+// cloud's node status with the node's identity. OpenYurt's control plane keeps the pods of a
+// disconnected node whose condition is True. The condition turns Unknown while the cache's writes
+// fail.
 package autonomy
 
 import (
