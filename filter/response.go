@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net/http"
 
 	"nodehub/wire"
 )
@@ -100,61 +99,17 @@ func (c *Chain) wants(raw []byte) bool {
 // re-encoded, one whose object a filter removed becomes a DELETED event (so the client forgets
 // it), and everything else — BOOKMARK and ERROR events included — passes as the bytes it came in.
 func (c *Chain) Watch(rc io.ReadCloser, media wire.MediaType) io.ReadCloser {
-	frame := wire.EncodeJSONWatchEvent
-	if media.IsProtobuf() {
-		frame = wire.EncodeProtoWatchEvent
-	}
-	w := &watchFilter{rc: rc, buf: make([]byte, 32<<10), frame: frame, protobuf: media.IsProtobuf()}
-	w.sp = wire.NewWatchSplitter(media, func(ev wire.WatchEvent) error {
+	pb := media.IsProtobuf()
+	return wire.RewriteWatch(rc, media, func(ev wire.WatchEvent) []byte {
 		if ev.Type == wire.EventAdded || ev.Type == wire.EventModified {
 			out, v := c.Apply(ev.Object)
 			switch v {
 			case Drop:
-				w.out.Write(frame(wire.WatchEvent{Type: wire.EventDeleted, Object: ev.Object}))
-				return nil
+				return wire.WatchFrame(wire.WatchEvent{Type: wire.EventDeleted, Object: ev.Object}, pb)
 			case Changed:
-				w.out.Write(frame(wire.WatchEvent{Type: ev.Type, Object: out}))
-				return nil
+				return wire.WatchFrame(wire.WatchEvent{Type: ev.Type, Object: out}, pb)
 			}
 		}
-		w.out.Write(ev.Frame)
-		return nil
+		return ev.Frame
 	})
-	return w
 }
-
-type watchFilter struct {
-	rc       io.ReadCloser
-	sp       wire.WatchSplitter
-	frame    func(wire.WatchEvent) []byte
-	protobuf bool
-	buf      []byte
-	out      bytes.Buffer
-	err      error
-}
-
-// Read returns filtered events as soon as a whole one has arrived. A stream the splitter cannot
-// read (a frame over wire.MaxObjectBytes, a malformed one) ends with an ERROR event carrying a
-// 502 Status, after the events before it: the client re-lists, as after any watch error.
-func (w *watchFilter) Read(p []byte) (int, error) {
-	for w.out.Len() == 0 {
-		if w.err != nil {
-			return 0, w.err
-		}
-		n, err := w.rc.Read(w.buf)
-		if n > 0 {
-			if _, perr := w.sp.Write(w.buf[:n]); perr != nil {
-				st, _ := wire.EncodeStatus(wire.NewStatus(http.StatusBadGateway, "nodehub: the cloud's watch stream could not be read: "+perr.Error()), w.protobuf)
-				w.out.Write(w.frame(wire.WatchEvent{Type: wire.EventError, Object: st}))
-				w.err = io.EOF
-				continue
-			}
-		}
-		if err != nil && w.err == nil {
-			w.err = err
-		}
-	}
-	return w.out.Read(p)
-}
-
-func (w *watchFilter) Close() error { return w.rc.Close() }

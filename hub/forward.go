@@ -99,9 +99,9 @@ var errThrottled = errors.New("nodehub: the cloud answered 429 Too Many Requests
 // respond is step 6 on the cloud's answer (ReverseProxy.ModifyResponse), before any byte of it
 // reaches the client, in this order: a read's 5xx that is not the apiserver's own goes to
 // fallback; the bytes are counted; a token request's answer is kept (tokens.go); the filters
-// rewrite it (filter.go); kubelet's GET of its node gets the Autonomy condition (hub/autonomy);
-// who a new bearer token is, is asked of the server that answered (review.go); the answer is
-// teed into its owner's cache (keep.go).
+// rewrite it (filter.go); kubelet's GET of its node and the events of a watch of it get the
+// Autonomy condition (hub/autonomy); who a new bearer token is, is asked of the server that
+// answered (review.go); the answer is teed into its owner's cache (keep.go).
 func (p *pipeline) respond(resp *http.Response) error {
 	q := requestOf(resp.Request.Context())
 	if q == nil || resp.StatusCode == http.StatusSwitchingProtocols {
@@ -133,8 +133,15 @@ func (p *pipeline) respond(resp *http.Response) error {
 			p.node.track(resp)
 		}
 	}
-	if p.auto != nil && q.local != nil && q.id == remote.Node && p.isOwnNodeGet(ri) {
-		p.auto.Response(resp) // before the cache: it keeps what kubelet received
+	if p.auto != nil && q.local != nil && q.id == remote.Node {
+		// Before the cache: it keeps what kubelet received. After the node copy: it keeps the
+		// cloud's bytes.
+		switch {
+		case p.isOwnNodeGet(ri):
+			p.auto.Response(resp)
+		case p.isOwnNodeWatch(ri):
+			p.auto.WatchResponse(resp, p.nodeName) // kubelet's informer (v1.37 reads its node there)
+		}
 	}
 	if q.local == nil {
 		return nil // no cache

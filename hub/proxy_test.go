@@ -688,13 +688,7 @@ func TestProxyNodeGetFromTheWatch(t *testing.T) {
 		t.Fatalf("without a watch the GET goes to the cloud: %d requests", n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/api/v1/nodes?fieldSelector=metadata.name%3Dnode-a&watch=true&allowWatchBookmarks=true&resourceVersion=5", nil)
-	req.Header.Set("User-Agent", kubelet)
-	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := f.watchNodeA(t, ctx)
 	lines := bufio.NewReader(resp.Body)
 	f.cloud.nodeEvents <- `{"type":"MODIFIED","object":` + nodeA(9, "v2") + `}`
 	if _, err := lines.ReadString('\n'); err != nil {

@@ -161,6 +161,9 @@ func New(cfg Config) (*Server, error) {
 		cache: s.cache, local: s.local, filters: s.filters, topo: s.topo, pool: s.pool,
 		ids: s.ids, tokens: s.tokens, auto: s.auto, fix: s.fix,
 	})
+	if s.auto != nil {
+		s.auto.Current = s.currentNode // evaluated when kubelet reads nothing of its node
+	}
 	return s, nil
 }
 

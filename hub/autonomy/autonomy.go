@@ -1,8 +1,10 @@
 // Package autonomy keeps the node's Autonomy condition as YurtHub v1.7 reports it: on kubelet's
-// GET of its own Node the hub sets the condition in the answer (online from the cloud, offline
-// from the cache) and, when it had to change it, writes it to the cloud's node status with the
-// node's identity. OpenYurt's control plane keeps the pods of a disconnected node whose
-// condition is True. The condition turns Unknown while the cache's writes fail.
+// GET of its own Node, and on each event of the node on a watch of it (kubelet's informer, which
+// v1.37's kubelet reads its node from instead of a GET), the hub sets the condition in the answer
+// (online from the cloud, offline from the cache) and, when it had to change it, writes it to the
+// cloud's node status with the node's identity. OpenYurt's control plane keeps the pods of a
+// disconnected node whose condition is True. The condition turns Unknown while the cache's writes
+// fail.
 package autonomy
 
 import (
@@ -32,6 +34,9 @@ const (
 	// autonomyRewriteAfter: a status the hub wrote is not written again before this, even if a
 	// stale read (the apiserver's watch cache) does not show it yet.
 	autonomyRewriteAfter = 30 * time.Second
+	// evaluateEvery: how often the condition is evaluated at least, as kubelet's GET of its node
+	// every nodeStatusUpdateFrequency did (see Condition.Current).
+	evaluateEvery = 10 * time.Second
 	// MaxNodeBody bounds a Node read whole (the cloud's answer to kubelet's GET, the answer to
 	// the hub's patch).
 	MaxNodeBody = 4 << 20
@@ -44,19 +49,26 @@ type Condition struct {
 	Online func() bool
 	// FilesWritten counts the cache's successful file writes (nil: none are counted).
 	FilesWritten func() int64
-	Log          *slog.Logger
-	now          func() time.Time
+	// Current, if set, returns the node as the cloud last sent it, while that copy is fresh (nil:
+	// none). Run evaluates it when nothing else did for evaluateEvery: v1.37's kubelet reads its
+	// node from its informer, whose events come only when the node changes, so the cache's health
+	// is evaluated, and a failed write tried again, as often as on kubelet's GET of its node.
+	Current func() []byte
+	Log     *slog.Logger
+	now     func() time.Time
+	every   time.Duration // how often Run looks at Current; evaluateEvery when zero
 
 	mu          sync.Mutex
 	errs        uint64 // cache write failures so far
 	lastErr     string
-	seenErrs    uint64                    // errs at the last evaluation
-	seenWritten int64                     // filesWritten() at the last evaluation
-	failures    int                       // evaluations in a row that saw new failures and no success since
-	writing     bool                      // a write is queued or in flight
-	queued      chan corev1.NodeCondition // the write Run makes next
-	written     corev1.ConditionStatus
-	writtenAt   time.Time
+	seenErrs    uint64                 // errs at the last evaluation
+	seenWritten int64                  // filesWritten() at the last evaluation
+	failures    int                    // evaluations in a row that saw new failures and no success since
+	evaluated   time.Time              // the last evaluation
+	next        *corev1.NodeCondition  // the write Run makes next: the latest queued wins
+	wake        chan struct{}          // tells Run a write is queued
+	queued      corev1.ConditionStatus // the status last queued ("" after its write failed)
+	queuedAt    time.Time
 }
 
 // CacheError counts a failed cache write.
@@ -86,7 +98,7 @@ func (a *Condition) desired(nf wire.NodeFacts) (corev1.ConditionStatus, string, 
 	case w != a.seenWritten || a.FilesWritten == nil:
 		a.failures = 0
 	}
-	a.seenErrs, a.seenWritten = a.errs, w
+	a.seenErrs, a.seenWritten, a.evaluated = a.errs, w, a.clock()
 	if !nf.HasAnnotation || nf.Annotation != "true" || nf.HasLabel && nf.Label == "false" {
 		return corev1.ConditionFalse, "autonomy disabled", "The autonomy is disabled or this node is not edge node"
 	}
@@ -143,55 +155,97 @@ func (a *Condition) clock() time.Time {
 }
 
 // Seen tells the hub what the cloud's node carries, and queues a write of the condition there
-// when it had to change (one write at a time, made by Run, only online).
+// when it had to change (made by Run, only online). A status queued within autonomyRewriteAfter is
+// not queued again (a stale read, or a second watch of the node, saw the node before the write);
+// a newer status replaces a write not yet made, so the last one seen is the one written.
 func (a *Condition) Seen(c *corev1.NodeCondition) {
 	if c == nil || a.Write == nil || (a.Online != nil && !a.Online()) {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.writing || a.written == c.Status && a.clock().Sub(a.writtenAt) < autonomyRewriteAfter {
+	now := a.clock()
+	if a.queued == c.Status && now.Sub(a.queuedAt) < autonomyRewriteAfter {
 		return
 	}
-	a.writing = true
-	a.queue() <- *c // room: one write at a time
-}
-
-// queue returns the channel of the queued write; a.mu is held.
-func (a *Condition) queue() chan corev1.NodeCondition {
-	if a.queued == nil {
-		a.queued = make(chan corev1.NodeCondition, 1)
+	cc := *c
+	a.next, a.queued, a.queuedAt = &cc, c.Status, now
+	select {
+	case a.wakeup() <- struct{}{}:
+	default: // Run is told already
 	}
-	return a.queued
 }
 
-// Run makes the writes Seen queues, each within 10 s, until ctx ends.
+// wakeup returns the channel that tells Run a write is queued; a.mu is held.
+func (a *Condition) wakeup() chan struct{} {
+	if a.wake == nil {
+		a.wake = make(chan struct{}, 1)
+	}
+	return a.wake
+}
+
+// Run makes the writes Seen queues, one at a time, each within 10 s, and evaluates Current when
+// nothing else did for evaluateEvery, until ctx ends.
 func (a *Condition) Run(ctx context.Context) {
 	a.mu.Lock()
-	q := a.queue()
+	wake := a.wakeup()
 	a.mu.Unlock()
+	every := a.every
+	if every <= 0 {
+		every = evaluateEvery
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
-		var c corev1.NodeCondition
 		select {
 		case <-ctx.Done():
 			return
-		case c = <-q:
+		case <-tick.C:
+			a.evaluate(every)
+			continue
+		case <-wake:
 		}
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := a.Write(wctx, c)
-		cancel()
 		a.mu.Lock()
-		a.writing = false
-		if err == nil {
-			a.written, a.writtenAt = c.Status, a.clock()
-		}
+		c := a.next
+		a.next = nil
 		a.mu.Unlock()
-		if err != nil {
-			a.logger().Warn("autonomy: could not write the node's condition", "status", c.Status, "err", err)
-		} else {
-			a.logger().Info("autonomy: node condition written", "status", c.Status, "reason", c.Reason)
+		if c != nil {
+			a.write(ctx, *c)
 		}
 	}
+}
+
+// evaluate evaluates the node Current returns, when nothing else did for every.
+func (a *Condition) evaluate(every time.Duration) {
+	if a.Current == nil {
+		return
+	}
+	a.mu.Lock()
+	idle := a.clock().Sub(a.evaluated) >= every*9/10 // a tick late or early by a little still counts
+	a.mu.Unlock()
+	if !idle {
+		return
+	}
+	if raw := a.Current(); raw != nil {
+		a.Node(raw)
+	}
+}
+
+// write sets c in the cloud; after a failure, the next evaluation that needs it queues it again.
+func (a *Condition) write(ctx context.Context, c corev1.NodeCondition) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := a.Write(wctx, c)
+	cancel()
+	if err != nil {
+		a.mu.Lock()
+		if a.queued == c.Status && a.next == nil {
+			a.queued = ""
+		}
+		a.mu.Unlock()
+		a.logger().Warn("autonomy: could not write the node's condition", "status", c.Status, "err", err)
+		return
+	}
+	a.logger().Info("autonomy: node condition written", "status", c.Status, "reason", c.Reason)
 }
 
 func (a *Condition) logger() *slog.Logger {
