@@ -97,6 +97,7 @@ func TestOfflineUnchangedStatusUpdateWritesNothing(t *testing.T) {
 		w0 := flashWritten(p)
 		r := httptest.NewRequest(http.MethodPatch, "/api/v1/namespaces/default/pods/p/status", bytes.NewBufferString(patch))
 		r.Header.Set("Content-Type", "application/strategic-merge-patch+json")
+		r.Header.Set("User-Agent", "kubelet/v1.34.4 (linux/arm64) kubernetes/e2e")
 		ri, err := wire.ParseRequest(r)
 		if err != nil {
 			t.Fatal(err)
