@@ -41,6 +41,10 @@ type Store struct {
 	floor      uint64             // a watch from below it has lost events
 	objBytes   int64
 	eventBytes int64
+	// kept counts the objects the window alone keeps alive (an older copy of an object, a deleted
+	// one): they count against MaxObjects and MaxBytes with the objects (window.go).
+	keptBytes  int64
+	keptN      int
 	wake       chan struct{} // closed at each change
 	apiVersion string
 	kind       string
@@ -88,7 +92,7 @@ func (s *Store) over(n int, b int64) bool {
 func (s *Store) overflowLocked() {
 	s.objs, s.objBytes = map[string]*object{}, 0
 	s.first += uint64(len(s.events)) + 1
-	s.events, s.eventBytes = nil, 0
+	s.events, s.eventBytes, s.keptBytes, s.keptN = nil, 0, 0, 0
 	s.synced, s.relist = false, true
 	s.notify()
 }
@@ -141,7 +145,11 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	newm := make(map[string]*object, len(items))
 	var size int64
 	for _, o := range items {
-		newm[o.key()] = o
+		k := o.key()
+		if old := s.objs[k]; s.synced && old != nil && old.rv == o.rv {
+			o = old // unchanged: the window's events may hold it, keep one copy
+		}
+		newm[k] = o
 		size += int64(len(o.raw))
 	}
 	if !s.synced {
@@ -170,7 +178,13 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 			evs = append(evs, event{typ: wire.EventDeleted, obj: old, rv: listRV})
 		}
 	}
+	prev := s.objs
 	s.objs, s.objBytes, s.relist = newm, size, false
+	for k, old := range prev {
+		if newm[k] != old {
+			s.retire(old)
+		}
+	}
 	for _, ev := range evs {
 		s.push(ev, len(evs)) // the whole difference stays in the window: its watches carry on
 	}
@@ -203,6 +217,9 @@ func (s *Store) apply(typ string, o *object) {
 		delete(s.objs, k)
 	default:
 		return
+	}
+	if old != nil {
+		s.retire(old)
 	}
 	ev := event{typ: typ, obj: o, rv: o.rv}
 	if typ == wire.EventModified {
@@ -244,25 +261,19 @@ func (s *Store) needsList() bool {
 	return !s.synced || s.relist
 }
 
-// push appends an event to the window and drops the oldest beyond its bounds, but keeps at least
-// the last keep events whatever their bounds (a relist's difference, handed to the watches as one
-// batch: trimming it would send every watch back to list) (lock held).
+// push appends an event to the window and drops the oldest beyond its bounds (windowOver) (lock
+// held).
 func (s *Store) push(ev event, keep int) {
 	if n := len(s.events); n > 0 && ev.rv < s.events[n-1].rv {
 		ev.rv = s.events[n-1].rv // keep the window ordered whatever an upstream does
 	}
 	s.events = append(s.events, ev)
 	s.eventBytes += int64(len(ev.obj.raw))
-	maxN, maxB := s.MaxEvents, s.MaxEventBytes
-	if maxN <= 0 {
-		maxN = 500
-	}
-	if maxB <= 0 {
-		maxB = 2 << 20
-	}
-	for len(s.events) > max(1, keep) && (len(s.events) > maxN || s.eventBytes > maxB) {
+	s.hold(ev.obj)
+	for len(s.events) > 0 && s.windowOver(keep) {
 		s.floor = s.events[0].rv
 		s.eventBytes -= int64(len(s.events[0].obj.raw))
+		s.release(s.events[0].obj)
 		s.events[0] = event{}
 		s.events = s.events[1:]
 		s.first++
