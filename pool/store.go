@@ -50,6 +50,14 @@ type Store struct {
 	kind       string
 
 	noWatchList watchListOff // upstreams that refused a watch-list
+
+	// Ahead of the upstream (stale.go).
+	reset     bool                              // the next list reads the upstream's current state, whatever its resourceVersion
+	stale     string                            // why the store is known stale ("" not)
+	abandoned uint64                            // the highest resourceVersion of a timeline the store left
+	upstream  string                            // the upstream the store last read
+	bookmarks bool                              // the upstream sends bookmarks
+	afterFunc func(time.Duration, func()) timer // the watchdog's clock (nil: time.AfterFunc)
 }
 
 type event struct {
@@ -91,8 +99,7 @@ func (s *Store) over(n int, b int64) bool {
 // the cloud. The next sync lists again (lock held).
 func (s *Store) overflowLocked() {
 	s.objs, s.objBytes = map[string]*object{}, 0
-	s.first += uint64(len(s.events)) + 1
-	s.events, s.eventBytes, s.keptBytes, s.keptN = nil, 0, 0, 0
+	s.dropWindowLocked()
 	s.synced, s.relist = false, true
 	s.notify()
 }
@@ -154,6 +161,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	}
 	if !s.synced {
 		s.objs, s.objBytes, s.rv, s.floor, s.synced, s.relist = newm, size, listRV, listRV, true, false
+		s.reset, s.stale = false, ""
 		select {
 		case <-s.listed: // listed before, then emptied past its bounds (overflowLocked)
 		default:
@@ -161,6 +169,15 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 		}
 		s.notify()
 		return
+	}
+	if s.reset {
+		s.reset, s.stale = false, ""
+		if listRV < s.rv {
+			s.newTimelineLocked(newm, size, listRV)
+			s.relist = false
+			s.notify()
+			return
+		}
 	}
 	var evs []event
 	for k, o := range newm {
@@ -314,8 +331,8 @@ func (s *Store) cursorAfter(rv uint64) (uint64, error) {
 	if !s.synced {
 		return 0, errNotSynced
 	}
-	if rv < s.floor {
-		return 0, ErrExpired
+	if rv < s.floor || rv > s.rv && rv <= s.abandoned {
+		return 0, ErrExpired // lost events, or from a timeline the store left
 	}
 	i := sort.Search(len(s.events), func(i int) bool { return s.events[i].rv > rv })
 	return s.first + uint64(i), nil
