@@ -68,6 +68,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		}
 		reasons = append(reasons, msg)
 	}
+	if why := s.pool.Stale(); why != "" {
+		reasons = append(reasons, why) // its clients get what it holds, and it lists again
+	}
 	if !s.topologyReady() {
 		reasons = append(reasons, "the servicetopology filter's topology (services, the pool's nodes) is not loaded yet")
 	}

@@ -191,8 +191,11 @@ type Loop struct {
 
 // Run calls step until ctx ends: at once again after step returned nil, else after the back-off,
 // which ends early when the channel step returned (if any) or Wake's is closed. After an answer
-// 429 with Retry-After the loop waits that long (at least), whatever wakes it: meanwhile the
-// caller's clients are answered from what it holds.
+// with Retry-After the loop waits that long (at least): meanwhile the caller's clients are
+// answered from what it holds. That wait ends early only when the channel step returned is
+// closed (another upstream: the figure was the old one's), or, after a 503 (the upstream could
+// not serve: a pool leader cut off from the cloud), when Wake's is (the link is back); a 429's
+// throttling is the server's to end.
 func (l Loop) Run(ctx context.Context, step func(ctx context.Context) (wake <-chan struct{}, err error)) {
 	backoff, refusal := l.First, l.Refused
 	for ctx.Err() == nil {
@@ -206,13 +209,8 @@ func (l Loop) Run(ctx context.Context, step func(ctx context.Context) (wake <-ch
 			continue
 		}
 		if ra := RetryAfter(err); ra > 0 {
-			// Honour the server: a little jitter above its figure, and nothing wakes this wait.
-			t := time.NewTimer(ra + rand.N(ra/4+time.Millisecond))
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !waitRetryAfter(ctx, ra, wake, unavailable(err), woken) {
 				return
-			case <-t.C:
 			}
 			continue
 		}
@@ -236,4 +234,29 @@ func (l Loop) Run(ctx context.Context, step func(ctx context.Context) (wake <-ch
 		t.Stop()
 		backoff = min(2*backoff, l.Most)
 	}
+}
+
+// unavailable reports whether err is an answer 503 Service Unavailable.
+func unavailable(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable
+}
+
+// waitRetryAfter waits out a Retry-After of ra, with a little jitter above it; a close of
+// changed (another upstream), or of woken when wakeable (a 503 and the link is back), ends it
+// early. It returns false when ctx ended.
+func waitRetryAfter(ctx context.Context, ra time.Duration, changed <-chan struct{}, wakeable bool, woken <-chan struct{}) bool {
+	if !wakeable {
+		woken = nil
+	}
+	t := time.NewTimer(ra + rand.N(ra/4+time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-changed:
+	case <-woken:
+	}
+	return true
 }

@@ -242,3 +242,41 @@ func TestLoopRefusedBackOff(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A pool leader's 503 with Retry-After: 300 (cut off from the cloud, or hostile) does not keep the
+// loop off another upstream, or off the link's return, for five minutes: a change of upstream
+// (the leader changed) or the return ends the wait.
+func TestLoopRetryAfterWokenByNewUpstreamOrReturn(t *testing.T) {
+	unavailable := &StatusError{Op: "watch", Code: http.StatusServiceUnavailable, Status: "503 Service Unavailable", RetryAfter: 300 * time.Second}
+	for _, by := range []string{"upstream", "return"} {
+		t.Run(by, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			changed, returned := make(chan struct{}), make(chan struct{})
+			failed, done := make(chan struct{}), make(chan struct{})
+			calls := 0
+			go func() {
+				defer close(done)
+				Loop{First: time.Millisecond, Most: time.Millisecond, Wake: func() <-chan struct{} { return returned }}.Run(ctx, func(context.Context) (<-chan struct{}, error) {
+					if calls++; calls == 1 {
+						close(failed)
+						return changed, unavailable
+					}
+					cancel()
+					return nil, nil
+				})
+			}()
+			<-failed
+			if by == "upstream" {
+				close(changed)
+			} else {
+				close(returned)
+			}
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("a new %s did not end the leader's 300 s Retry-After", by)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ type object struct {
 	rv              uint64
 	labels          pairs
 	fields          pairs // the resource's selectable fields (spec.clusterIP, spec.type for services)
+	refs            int   // events of its store's window that hold it (Store.mu)
 }
 
 func newObject(raw []byte, res Resource) (*object, error) {

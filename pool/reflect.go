@@ -79,7 +79,7 @@ func (s *Store) run(ctx context.Context, pick Picker, wake func() <-chan struct{
 		switched := uctx.Err() != nil && ctx.Err() == nil
 		close(ended)
 		cancel()
-		if ctx.Err() != nil || err == nil || switched || errors.Is(err, errGone) || errors.Is(err, errListInstead) {
+		if ctx.Err() != nil || err == nil || switched || errors.Is(err, errGone) || errors.Is(err, errListInstead) || errors.Is(err, errAhead) {
 			failures = 0
 			return changed, nil
 		}
@@ -106,6 +106,7 @@ func (s *Store) run(ctx context.Context, pick Picker, wake func() <-chan struct{
 // goes back in time; the store turns the new state into events (replace), and its clients'
 // watches carry on.
 func (s *Store) sync(ctx context.Context, up Upstream) error {
+	s.switchTo(up.Name)
 	if s.needsList() {
 		if !s.noWatchList.is(up.Name) {
 			return s.watch(ctx, up, true)
@@ -118,10 +119,13 @@ func (s *Store) sync(ctx context.Context, up Upstream) error {
 }
 
 // listQuery is the query of the store's next list: from the watch cache, never older than the
-// store.
+// store; the upstream's current state when the store is ahead of it.
 func (s *Store) listQuery() string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.reset {
+		return ""
+	}
 	if !s.synced || s.rv == 0 {
 		return "resourceVersion=0"
 	}
@@ -146,6 +150,10 @@ func (s *Store) list(ctx context.Context, up Upstream) error {
 		}
 		return nil
 	})
+	if tooLargeErr(err) {
+		s.ahead("the upstream's resourceVersion is behind the store's (it answered a list: Too large resource version)")
+		return errAhead
+	}
 	if errors.Is(err, errTooLarge) {
 		s.overflow()
 		maxN, maxB := s.bounds()
@@ -169,7 +177,7 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 	q := "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + strconv.Itoa(timeout)
 	if initial {
 		rv := ""
-		if s.Synced() {
+		if s.Synced() && !s.resetting() {
 			rv = strconv.FormatUint(s.ResourceVersion(), 10)
 		}
 		q += "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=" + rv
@@ -190,13 +198,16 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 		defer quiet.Stop()
 		ctx = wctx
 	}
+	ctx, alive, stop := s.watchdog(ctx)
+	defer stop()
 	err := listwatch.Watch(ctx, up.Fetch, path, up.Silence, func(ev wire.WatchEvent) error {
 		if quiet != nil {
 			quiet.Stop()
 		}
+		alive()
 		switch ev.Type {
 		case wire.EventError:
-			return errGone // the apiserver's in-stream error is its 410 Expired
+			return s.errorEvent(ev) // the apiserver's 410 Expired, or "too large"
 		case wire.EventBookmark:
 			m, err := wire.ExtractMeta(ev.Object, s.res.Resource)
 			if err != nil {
@@ -210,6 +221,7 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 				items, initial = nil, false
 				return nil
 			}
+			s.sawBookmark()
 			s.bookmark(parseRV(m.ResourceVersion))
 			return nil
 		}
@@ -237,6 +249,9 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 	}
 	if initial && ctx.Err() != nil && errors.Is(context.Cause(ctx), errNoWatchList) {
 		err = errNoWatchList
+	}
+	if err = s.aheadOf(ctx, err); errors.Is(err, errAhead) {
+		return err
 	}
 	gone := errors.Is(err, errGone) || listwatch.IsGone(err)
 	if gone && !initial {

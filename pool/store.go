@@ -41,11 +41,23 @@ type Store struct {
 	floor      uint64             // a watch from below it has lost events
 	objBytes   int64
 	eventBytes int64
+	// kept counts the objects the window alone keeps alive (an older copy of an object, a deleted
+	// one): they count against MaxObjects and MaxBytes with the objects (window.go).
+	keptBytes  int64
+	keptN      int
 	wake       chan struct{} // closed at each change
 	apiVersion string
 	kind       string
 
 	noWatchList watchListOff // upstreams that refused a watch-list
+
+	// Ahead of the upstream (stale.go).
+	reset     bool                              // the next list reads the upstream's current state, whatever its resourceVersion
+	stale     string                            // why the store is known stale ("" not)
+	abandoned uint64                            // the highest resourceVersion of a timeline the store left
+	upstream  string                            // the upstream the store last read
+	bookmarks bool                              // the upstream sends bookmarks
+	afterFunc func(time.Duration, func()) timer // the watchdog's clock (nil: time.AfterFunc)
 }
 
 type event struct {
@@ -87,8 +99,7 @@ func (s *Store) over(n int, b int64) bool {
 // the cloud. The next sync lists again (lock held).
 func (s *Store) overflowLocked() {
 	s.objs, s.objBytes = map[string]*object{}, 0
-	s.first += uint64(len(s.events)) + 1
-	s.events, s.eventBytes = nil, 0
+	s.dropWindowLocked()
 	s.synced, s.relist = false, true
 	s.notify()
 }
@@ -141,11 +152,16 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	newm := make(map[string]*object, len(items))
 	var size int64
 	for _, o := range items {
-		newm[o.key()] = o
+		k := o.key()
+		if old := s.objs[k]; s.synced && old != nil && old.rv == o.rv {
+			o = old // unchanged: the window's events may hold it, keep one copy
+		}
+		newm[k] = o
 		size += int64(len(o.raw))
 	}
 	if !s.synced {
 		s.objs, s.objBytes, s.rv, s.floor, s.synced, s.relist = newm, size, listRV, listRV, true, false
+		s.reset, s.stale = false, ""
 		select {
 		case <-s.listed: // listed before, then emptied past its bounds (overflowLocked)
 		default:
@@ -153,6 +169,15 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 		}
 		s.notify()
 		return
+	}
+	if s.reset {
+		s.reset, s.stale = false, ""
+		if listRV < s.rv {
+			s.newTimelineLocked(newm, size, listRV)
+			s.relist = false
+			s.notify()
+			return
+		}
 	}
 	var evs []event
 	for k, o := range newm {
@@ -170,7 +195,13 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 			evs = append(evs, event{typ: wire.EventDeleted, obj: old, rv: listRV})
 		}
 	}
+	prev := s.objs
 	s.objs, s.objBytes, s.relist = newm, size, false
+	for k, old := range prev {
+		if newm[k] != old {
+			s.retire(old)
+		}
+	}
 	for _, ev := range evs {
 		s.push(ev, len(evs)) // the whole difference stays in the window: its watches carry on
 	}
@@ -203,6 +234,9 @@ func (s *Store) apply(typ string, o *object) {
 		delete(s.objs, k)
 	default:
 		return
+	}
+	if old != nil {
+		s.retire(old)
 	}
 	ev := event{typ: typ, obj: o, rv: o.rv}
 	if typ == wire.EventModified {
@@ -244,25 +278,19 @@ func (s *Store) needsList() bool {
 	return !s.synced || s.relist
 }
 
-// push appends an event to the window and drops the oldest beyond its bounds, but keeps at least
-// the last keep events whatever their bounds (a relist's difference, handed to the watches as one
-// batch: trimming it would send every watch back to list) (lock held).
+// push appends an event to the window and drops the oldest beyond its bounds (windowOver) (lock
+// held).
 func (s *Store) push(ev event, keep int) {
 	if n := len(s.events); n > 0 && ev.rv < s.events[n-1].rv {
 		ev.rv = s.events[n-1].rv // keep the window ordered whatever an upstream does
 	}
 	s.events = append(s.events, ev)
 	s.eventBytes += int64(len(ev.obj.raw))
-	maxN, maxB := s.MaxEvents, s.MaxEventBytes
-	if maxN <= 0 {
-		maxN = 500
-	}
-	if maxB <= 0 {
-		maxB = 2 << 20
-	}
-	for len(s.events) > max(1, keep) && (len(s.events) > maxN || s.eventBytes > maxB) {
+	s.hold(ev.obj)
+	for len(s.events) > 0 && s.windowOver(keep) {
 		s.floor = s.events[0].rv
 		s.eventBytes -= int64(len(s.events[0].obj.raw))
+		s.release(s.events[0].obj)
 		s.events[0] = event{}
 		s.events = s.events[1:]
 		s.first++
@@ -303,8 +331,8 @@ func (s *Store) cursorAfter(rv uint64) (uint64, error) {
 	if !s.synced {
 		return 0, errNotSynced
 	}
-	if rv < s.floor {
-		return 0, ErrExpired
+	if rv < s.floor || rv > s.rv && rv <= s.abandoned {
+		return 0, ErrExpired // lost events, or from a timeline the store left
 	}
 	i := sort.Search(len(s.events), func(i int) bool { return s.events[i].rv > rv })
 	return s.first + uint64(i), nil
