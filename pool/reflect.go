@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -214,7 +213,7 @@ func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
 				return nil
 			}
 			if initial {
-				if !bytes.Contains(ev.Object, []byte(wire.InitialEventsEnd)) {
+				if !wire.EndsInitialEvents(ev.Object) {
 					return errNoWatchList // a server that ignored sendInitialEvents
 				}
 				s.replace(items, parseRV(m.ResourceVersion), m.APIVersion, m.Kind)

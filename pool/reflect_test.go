@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,8 @@ type fakeUpstream struct {
 	// initial-events-end bookmark); else it refuses them with 422, as an apiserver without the
 	// WatchList feature does.
 	watchList bool
+	// endMark is the initial-events-end annotation's value ("" is "true").
+	endMark string
 }
 
 func (f *fakeUpstream) fetch(ctx context.Context, path string) (*http.Response, error) {
@@ -51,7 +54,8 @@ func (f *fakeUpstream) fetch(ctx context.Context, path string) (*http.Response, 
 			for _, it := range l.Items {
 				fmt.Fprintf(pw, `{"type":"ADDED","object":%s}`+"\n", it)
 			}
-			fmt.Fprintf(pw, `{"type":"BOOKMARK","object":{"kind":"Service","apiVersion":"v1","metadata":{"resourceVersion":%q,"annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", l.Metadata.ResourceVersion)
+			mark := cmp.Or(f.endMark, "true")
+			fmt.Fprintf(pw, `{"type":"BOOKMARK","object":{"kind":"Service","apiVersion":"v1","metadata":{"resourceVersion":%q,"annotations":{"k8s.io/initial-events-end":%q}}}}`+"\n", l.Metadata.ResourceVersion, mark)
 			f.watches <- pw
 		}()
 		return &http.Response{StatusCode: 200, Header: h, Body: pr}, nil
@@ -309,4 +313,28 @@ func TestStoreIsBounded(t *testing.T) {
 	if sb.apply(wire.EventAdded, svc("a", 1, strings.Repeat("x", 2000))); sb.objBytes > 1000 {
 		t.Fatalf("the store holds %d bytes past its bound of 1000", sb.objBytes)
 	}
+}
+
+// A watch-list's end is the bookmark whose k8s.io/initial-events-end annotation says "true", as
+// client-go's reflector reads it: one that names the annotation with another value does not end
+// the initial events (the store lists instead of taking a partial list as whole).
+func TestReflectorWatchListEndsOnlyAtTrue(t *testing.T) {
+	f := &fakeUpstream{watches: make(chan *io.PipeWriter, 4), watchList: true, endMark: "false",
+		list: `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[{"kind":"Service","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"5"}}]}`}
+	st := NewStore(Resource{Version: "v1", Resource: "services"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go st.run(ctx, func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: f.fetch}, nil }, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	listed := func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, p := range f.paths {
+			if !strings.Contains(p, "watch=1") {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, "a list after a watch-list whose end bookmark says false", func() bool { return listed() && st.Synced() })
 }

@@ -23,7 +23,9 @@ import (
 // resourceVersion below the store's), not the ones the restore undid. Its own control plane:
 // the restore undoes what other tests made.
 func TestPoolStoreAheadOfARestoredEtcdListsAgain(t *testing.T) {
-	eachRelease(t, func(t *testing.T, _ *harness.Cluster) {
+	// One release (v1.37, where the issue measured it): the test runs a control plane of its own
+	// for ~5 minutes (the store's 3-minute watchdog), and the store's code is the same for both.
+	t.Run("v1.37", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 		defer cancel()
 		dir := t.TempDir()
