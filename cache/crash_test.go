@@ -140,7 +140,7 @@ func checkStore(t *testing.T, dir string, round, synced int) {
 	defer s.Close()
 	entries, _ := os.ReadDir(dir + "/" + logDir)
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".compact") {
+		if strings.HasPrefix(e.Name(), tmpPrefix) || strings.HasSuffix(e.Name(), ".compact") {
 			t.Fatalf("round %d: compaction's temporary file %s survived Open", round, e.Name())
 		}
 	}

@@ -27,7 +27,8 @@ type disk struct {
 	hook func(rel string) error
 }
 
-// removeTemps deletes the temporary files a crash left (discovery writes, a compaction's file).
+// removeTemps deletes the temporary files a crash left (durable's: discovery writes, a
+// compaction's file; ".compact", a compaction's file before it went through durable).
 func (d *disk) removeTemps() {
 	n := 0
 	_ = fs.WalkDir(d.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {

@@ -3,30 +3,30 @@ package cache
 import (
 	"bufio"
 	"fmt"
-	"os"
+
+	"nodehub/durable"
 )
 
 // emitFunc appends one record (its payload) to a log being rewritten and returns where it went.
 type emitFunc func(payload []byte) (off int64, n uint32, err error)
 
-// rewrite replaces the log's file by one holding what fill emits, under a new salt: a temporary
-// file, fsynced, renamed over the old one, the directory fsynced, so a crash leaves the old file
-// or the new one. Then reads and appends go to the new file (readers of the old one keep it open
-// until they are done). Callers hold l.mu.
+// rewrite replaces the log's file by one holding what fill emits, under a new salt, through
+// durable's streaming form: a temporary file, fdatasynced, renamed over the old one, the directory
+// fsynced, so a crash leaves the old file or the new one. Then reads and appends go to the new file
+// (readers of the old one keep it open until they are done). A directory that could not be
+// fsynced is retried by the next Sync. Callers hold l.mu.
 func (l *logFile) rewrite(fill func(emitFunc) error) error {
-	tmp := l.path() + ".compact"
-	f, err := l.d.root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	p, err := durable.CreateIn(l.d.root, l.path(), 0o600)
 	if err != nil {
 		l.d.failed(err)
 		return fmt.Errorf("cache: compact %s: %w", l.name, err)
 	}
 	fail := func(err error) error {
-		f.Close()
-		_ = l.d.root.Remove(tmp)
+		p.Cleanup()
 		l.d.failed(err)
 		return fmt.Errorf("cache: compact %s: %w", l.name, err)
 	}
-	w := bufio.NewWriterSize(f, 64<<10)
+	w := bufio.NewWriterSize(p, 64<<10)
 	hdr, seed := newLogHeader() // a new salt for the new file
 	pos := int64(len(hdr))
 	_, _ = w.Write(hdr)
@@ -45,13 +45,16 @@ func (l *logFile) rewrite(fill func(emitFunc) error) error {
 	if err := w.Flush(); err != nil {
 		return fail(err)
 	}
-	if err := f.Sync(); err != nil {
+	f, err := p.Commit()
+	if f == nil {
 		return fail(err)
 	}
-	if err := l.d.root.Rename(tmp, l.path()); err != nil {
-		return fail(err)
+	if err != nil { // the new file is in place, its directory entry not yet durable
+		l.d.failed(err)
+		l.d.log.Warn("cache: compacted log's directory not synced, retried at the next sync", "log", l.name, "err", err)
+		l.d.unsyncedDir(logDir)
+		l.d.markDirty()
 	}
-	l.d.syncDir(logDir)
 	old := l.seg
 	l.seg = &segment{f: f, seed: seed, hdr: int64(len(hdr))}
 	l.seg.refs.Store(1)

@@ -91,14 +91,6 @@ func (d *disk) unsyncedDir(rel string) {
 	d.unsyncedDirs[rel] = true
 }
 
-// syncDir makes a rename in a directory durable.
-func (d *disk) syncDir(rel string) {
-	if dir, err := d.root.Open(rel); err == nil {
-		_ = dir.Sync()
-		dir.Close()
-	}
-}
-
 // RunSync syncs what was written at most once per interval until ctx ends, then a last time. It
 // sleeps while nothing is written (no timer ticks on an idle hub), and syncs at once when the last
 // sync is an interval old (almost: an eighth of it is tolerated), so the sync after the writer's

@@ -3,12 +3,15 @@
 // manifests (OTA), the tokens kept for offline token requests, and the cache's own small files.
 // (The cache's append-only logs have their own contract: cache's package comment.)
 //
-// One path, two forms. A Batch replaces and removes files of one directory together: each new
+// One path, three forms. A Batch replaces and removes files of one directory together: each new
 // file is written to a hidden temporary file (TempPrefix) in that directory and made durable
 // (fdatasync) as it is added; Commit renames them over the old files, removes what is to go and
 // fsyncs the directory once, so the renames and removals survive a power cut. WriteFile is a
-// batch of one file. A crash before Commit leaves the old files and temporary ones (IsTemp), which
-// the directory's reader removes when it next starts.
+// batch of one file. A Pending file (CreateIn) is one file written as a stream (the cache's log
+// compaction): the same temporary file, fdatasynced, renamed and the directory fsynced at Commit.
+// A crash before Commit leaves the old files and temporary ones (TempPrefix), which the
+// directory's reader removes when it next starts. A directory that cannot be fsynced fails the
+// Commit (ErrDirNotSynced), though its renames are done.
 //
 // The sync decision, made here once: an fdatasync(2) of each file written and an fsync(2) of the
 // directory, never syncfs(2). syncfs flushes whatever else is dirty on the file system, and on a
@@ -33,12 +36,8 @@ import (
 )
 
 // TempPrefix starts the name of every temporary file: hidden (kubelet and other directory
-// readers ignore dot files), and recognised by IsTemp.
+// readers ignore dot files), and removed by the directory's reader after a crash.
 const TempPrefix = ".tmp-"
-
-// IsTemp reports whether a file name is one of this package's temporary files, which a crash may
-// leave behind.
-func IsTemp(name string) bool { return strings.HasPrefix(name, TempPrefix) }
 
 // Fdatasync makes a file's data durable, and the metadata needed to read it back (its size), but
 // not its times: the sync of every file this package writes, and of the cache's logs.
@@ -110,18 +109,11 @@ func NewBatchIn(root *os.Root, rel string) (*Batch, error) {
 // file and made durable now, renamed over name at Commit. On an error the temporary file is gone
 // and the batch goes on without it.
 func (b *Batch) Write(name string, data []byte, perm os.FileMode) error {
-	if strings.ContainsRune(name, filepath.Separator) || name == "." || name == ".." || name == "" {
-		return fmt.Errorf("durable: %q is not a file name in %s", name, b.name)
-	}
-	tmp := TempPrefix + name + "." + strconv.FormatUint(rand.Uint64(), 36)
-	f, err := b.dir.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	f, tmp, err := createTemp(b.dir, b.name, name, perm)
 	if err != nil {
-		return fmt.Errorf("durable: write %s: %w", filepath.Join(b.name, name), err)
+		return err
 	}
-	err = f.Chmod(perm) // whatever the umask
-	if err == nil {
-		_, err = f.Write(data)
-	}
+	_, err = f.Write(data)
 	if err == nil {
 		err = Fdatasync(f)
 	}
@@ -134,6 +126,26 @@ func (b *Batch) Write(name string, data []byte, perm os.FileMode) error {
 	}
 	b.temps = append(b.temps, temp{tmp, name})
 	return nil
+}
+
+// createTemp creates the temporary file for name in dir (named dirName in errors), open for
+// reading and writing, with perm whatever the umask.
+func createTemp(dir *os.Root, dirName, name string, perm os.FileMode) (*os.File, string, error) {
+	if strings.ContainsRune(name, filepath.Separator) || name == "." || name == ".." || name == "" {
+		return nil, "", fmt.Errorf("durable: %q is not a file name in %s", name, dirName)
+	}
+	tmp := TempPrefix + name + "." + strconv.FormatUint(rand.Uint64(), 36)
+	f, err := dir.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, perm)
+	if err == nil {
+		if err = f.Chmod(perm); err != nil {
+			f.Close()
+			_ = dir.Remove(tmp)
+		}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("durable: write %s: %w", filepath.Join(dirName, name), err)
+	}
+	return f, tmp, nil
 }
 
 // Remove adds the removal of the file name (a missing file is no error).
@@ -168,15 +180,25 @@ func (b *Batch) syncDir(changed bool) error {
 	if !changed {
 		return nil
 	}
-	d, err := b.dir.Open(".")
+	return syncDir(b.dir, b.name, (*os.File).Sync)
+}
+
+// ErrDirNotSynced is in the error of a Commit that renamed its files into place but could not
+// fsync the directory: the new files are in place, but a power cut may still bring the old ones
+// back until the directory is synced.
+var ErrDirNotSynced = errors.New("directory not synced")
+
+// syncDir fsyncs dir (named name in errors) with fsync.
+func syncDir(dir *os.Root, name string, fsync func(*os.File) error) error {
+	d, err := dir.Open(".")
 	if err == nil {
-		err = d.Sync()
+		err = fsync(d)
 		if cerr := d.Close(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("durable: sync %s: %w", b.name, err)
+		return fmt.Errorf("durable: sync %s: %w: %w", name, ErrDirNotSynced, err)
 	}
 	return nil
 }

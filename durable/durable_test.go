@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -71,7 +72,7 @@ func TestWriteFileFailsWithoutTouchingTheOldFile(t *testing.T) {
 }
 
 // A batch's files appear only at Commit, with its removals; an aborted batch (a crash before
-// Commit leaves the same) changes nothing, and what it leaves is temporary (IsTemp).
+// Commit leaves the same) changes nothing, and what it leaves is temporary (TempPrefix).
 func TestBatchCommitsTogether(t *testing.T) {
 	dir := t.TempDir()
 	for _, n := range []string{"a", "gone"} {
@@ -98,7 +99,7 @@ func TestBatchCommitsTogether(t *testing.T) {
 	}
 	temps := 0
 	for _, n := range names(t, dir) {
-		if IsTemp(n) {
+		if strings.HasPrefix(n, TempPrefix) {
 			temps++
 		}
 	}

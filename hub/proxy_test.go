@@ -307,7 +307,7 @@ func (f *proxyFixture) runPool(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); f.hub.pool.Run(ctx) }()
+	go func() { defer close(done); f.hub.pool.Run(ctx, context.Background) }()
 	t.Cleanup(func() { cancel(); <-done })
 	ri := &wire.RequestInfo{IsResource: true, Verb: wire.VerbList, Version: "v1", Resource: "services"}
 	for deadline := time.Now().Add(30 * time.Second); f.hub.pool.Store(ri) == nil; time.Sleep(10 * time.Millisecond) {

@@ -173,7 +173,7 @@ func (s *Server) runParts(g *group) {
 		g.Go("cache gc", func(ctx context.Context) error { s.runGC(ctx); return nil })
 	}
 	if s.pool != nil {
-		g.Go("pool", func(ctx context.Context) error { s.pool.Run(ctx); return nil }) // a leader releases its lease
+		g.Go("pool", func(ctx context.Context) error { s.pool.Run(ctx, g.stopContext); return nil }) // a leader releases its lease by the stop deadline
 	}
 	if s.cfg.Started != nil {
 		g.Go("start-up", func(ctx context.Context) error { s.started(ctx); return nil })

@@ -51,10 +51,3 @@ func (s *Server) serveSecure(ctx context.Context, g *group, addr string, main bo
 		s.log.Warn("secure port: stopped serving", "addr", addr, "err", err)
 	}
 }
-
-// SecureAddrs returns the secure port's bound addresses.
-func (s *Server) SecureAddrs() []net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]net.Addr(nil), s.secure...)
-}

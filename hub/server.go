@@ -58,8 +58,8 @@ type Server struct {
 	fix    *endpointfix.Fixer  // the node's endpoints as kubelet reports them; nil without a cache
 
 	mu        sync.Mutex
-	listeners []net.Listener
-	secure    []net.Addr
+	listeners []net.Listener // the plain ports' bound listeners (proxy first), for tests: addrs_test.go
+	secure    []net.Addr     // the secure ports' bound addresses, for tests
 
 	beforeCacheClose func() // a test's look at the hub as Run closes the cache
 }
@@ -223,17 +223,6 @@ func (s *Server) newHTTPServer(ctx context.Context, h http.Handler) *http.Server
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-}
-
-// Addrs returns the addresses the servers listen on (proxy first), once Run has bound them.
-func (s *Server) Addrs() []net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]net.Addr, len(s.listeners))
-	for i, ln := range s.listeners {
-		out[i] = ln.Addr()
-	}
-	return out
 }
 
 // started calls Config.Started once the shared stores hold their first lists (the start-up burst

@@ -55,7 +55,9 @@ const (
 // object), and until it has been read nobody is elected (every hub reads the cloud itself).
 // Without a NodePool, or one naming no members, nobody is elected either, unless the operator
 // accepts self-declared membership (Config.SelfDeclared).
-func (p *Pool) elect(ctx context.Context) {
+//
+// Stopping, a leader releases its lease by the stop deadline (stop, called once ctx has ended).
+func (p *Pool) elect(ctx context.Context, stop func() context.Context) {
 	np := NewStore(nodePoolResource(p.cfg.PoolName))
 	// A cluster without OpenYurt serves no NodePool (404), and a node group without its RBAC may
 	// not read it (403): asked again after a minute, then less and less often (up to half an
@@ -71,7 +73,7 @@ func (p *Pool) elect(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			e.release()
+			e.release(stop())
 			p.setLeader("", false)
 			return
 		case <-timer.C:
@@ -265,13 +267,12 @@ func nodePoolResource(pool string) Resource {
 }
 
 // release clears this hub's leader mark and address from its lease when it leads, so the others
-// elect the next member at once instead of waiting for the lease to run out.
-func (e *elector) release() {
+// elect the next member at once instead of waiting for the lease to run out, by ctx (the stop
+// deadline).
+func (e *elector) release(ctx context.Context) {
 	if !e.p.Leading() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	body := `{"metadata":{"labels":{"` + LabelLeader + `":null},"annotations":{"` + AnnotationAddress + `":null}}}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch,
 		"/apis/coordination.k8s.io/v1/namespaces/"+e.p.cfg.LeaseNamespace+"/leases/"+e.p.cfg.NodeName, strings.NewReader(body))

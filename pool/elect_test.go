@@ -278,7 +278,7 @@ func TestElectionAsksForAMissingNodePoolRarely(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.elect(ctx) }()
+	go func() { defer close(done); p.elect(ctx, context.Background) }()
 	for nodePools.Load() == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}

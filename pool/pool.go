@@ -134,9 +134,11 @@ func New(cfg Config) (*Pool, error) {
 }
 
 // Run keeps the stores in sync and, in a pool mode, takes part in the pool (election, following
-// the leader) until ctx ends, and returns once a leader has given up its leadership. The pool
-// port (the followers' reads of a leader) is served by the caller: PeerAddr, PeerTLS, ServeHTTP.
-func (p *Pool) Run(ctx context.Context) {
+// the leader) until ctx ends, and returns once a leader has given up its leadership, by the stop
+// deadline: the context stop returns once ctx has ended (the hub's one stop deadline,
+// hub.StopTimeout). The pool port (the followers' reads of a leader) is served by the caller:
+// PeerAddr, PeerTLS, ServeHTTP.
+func (p *Pool) Run(ctx context.Context, stop func() context.Context) {
 	var wg sync.WaitGroup
 	if p.cfg.Mode == ModeOff {
 		p.decide()
@@ -170,7 +172,7 @@ func (p *Pool) Run(ctx context.Context) {
 	switch p.cfg.Mode {
 	case ModeLease:
 		wg.Add(1)
-		go func() { defer wg.Done(); p.elect(ctx) }()
+		go func() { defer wg.Done(); p.elect(ctx, stop) }()
 	case ModeNodePool:
 		wg.Add(1)
 		go func() { defer wg.Done(); p.followNodePool(ctx) }()

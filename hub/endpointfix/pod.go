@@ -70,12 +70,6 @@ func (p Pod) same(o Pod) bool {
 		p.Terminal == o.Terminal && p.Gone == o.Gone
 }
 
-// agrees reports whether the cloud's copy of a pod says what kubelet reported (its addresses and
-// readiness): the EndpointSlice controller will write the same endpoints.
-func (p Pod) agrees(cloud Pod) bool {
-	return slices.Equal(p.IPs, cloud.IPs) && p.Ready == cloud.Ready && p.Terminal == cloud.Terminal
-}
-
 // addresses are the pod's IPs of a slice's address type, as the controller lists them
 // (getEndpointAddresses); nil for FQDN slices.
 func (p Pod) addresses(t discoveryv1.AddressType) []string {

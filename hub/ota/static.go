@@ -47,21 +47,30 @@ func (h *Handler) upgradeStatic(ctx context.Context, p *pod) (answer, bool) {
 	return answer{}, true
 }
 
-// writeManifest replaces dir/name atomically: a hidden temp file in dir is written and synced,
-// the old file is kept as .name.bak, the temp file is renamed over name, and dir is synced. After
-// a crash, kubelet sees the old manifest or the new one, never a torn one (it ignores dot files,
-// so neither the temp file nor the backup is ever read as a pod).
+// writeManifest replaces dir/name atomically, in one durable batch: the old file is kept as
+// .name.bak and the new one replaces name (each a hidden temporary file, synced, then renamed, and
+// dir synced once). After a crash, kubelet sees the old manifest or the new one, never a torn one
+// (it ignores dot files, so neither a temporary file nor the backup is ever read as a pod).
 func writeManifest(dir, name string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	target := filepath.Join(dir, name)
+	b, err := durable.NewBatch(dir)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", target, err)
+	}
 	if old, err := os.ReadFile(target); err == nil {
-		if err := os.WriteFile(filepath.Join(dir, "."+name+".bak"), old, 0o600); err != nil {
+		if err := b.Write("."+name+".bak", old, 0o600); err != nil {
+			b.Abort()
 			return fmt.Errorf("back up %s: %w", target, err)
 		}
 	}
-	if err := durable.WriteFile(target, data, 0o600); err != nil {
+	if err := b.Write(name, data, 0o600); err != nil {
+		b.Abort()
+		return fmt.Errorf("write %s: %w", target, err)
+	}
+	if err := b.Commit(); err != nil {
 		return fmt.Errorf("write %s: %w", target, err)
 	}
 	return nil
