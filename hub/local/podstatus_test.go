@@ -135,3 +135,34 @@ func TestOfflinePodStatusWriteOnlyByKubelet(t *testing.T) {
 		t.Fatalf("the hub was told of %d changes, want 1", len(applied))
 	}
 }
+
+// A status write changes the status alone, as the apiserver's status strategy: a node client with
+// kubelet's User-Agent (a host-network pod on loopback is the node's identity) whose status patch
+// or update also carries a container image, a volume or a label leaves the pod's spec and
+// metadata as the cloud sent them, in the copy kubelet reads back offline.
+func TestOfflinePodStatusWriteChangesOnlyTheStatus(t *testing.T) {
+	p := newProxy(t)
+	kubeletKey := putPod(t, p, "kubelet", victimPod)
+	kubelet := caller{ua: "kubelet/v1.34.4 (linux/arm64) kubernetes/e2e", own: "kubelet", node: true}
+	evil := `{"metadata":{"labels":{"app":"evil"}},"spec":{"containers":[{"name":"c","image":"evil"}],"volumes":[{"name":"root","hostPath":{"path":"/"}}]},"status":{"podIP":"10.0.0.12"}}`
+	var withEvil map[string]any
+	if err := json.Unmarshal([]byte(victimPod), &withEvil); err != nil {
+		t.Fatal(err)
+	}
+	withEvil["spec"] = map[string]any{"containers": []any{map[string]any{"name": "c", "image": "evil"}}}
+	withEvil["status"] = map[string]any{"podIP": "10.0.0.13"}
+	put, _ := json.Marshal(withEvil)
+	for _, c := range []struct{ method, ct, body, ip string }{
+		{http.MethodPatch, "application/strategic-merge-patch+json", evil, "10.0.0.12"},
+		{http.MethodPatch, "application/merge-patch+json", evil, "10.0.0.12"},
+		{http.MethodPut, "application/json", string(put), "10.0.0.13"},
+	} {
+		if w := kubelet.send(t, p, c.method, podStatusURL, c.ct, c.body); w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte("evil")) {
+			t.Fatalf("%s %s: %d %s", c.method, c.ct, w.Code, w.Body)
+		}
+		it, err := p.Store.GetObject(kubeletKey)
+		if err != nil || bytes.Contains(it.Body, []byte("evil")) || !bytes.Contains(it.Body, []byte(c.ip)) {
+			t.Fatalf("%s %s: kubelet's copy %v %s", c.method, c.ct, err, it.Body)
+		}
+	}
+}

@@ -104,6 +104,9 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 	} else {
 		result, err = applyPatch(it.Body, body, r.Header.Get("Content-Type"))
 	}
+	if err == nil && ri.Subresource == "status" {
+		result, err = statusOnly(it.Body, result)
+	}
 	if err != nil {
 		p.answerError(w, req, err, http.StatusUnprocessableEntity)
 		return
