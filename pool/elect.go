@@ -125,9 +125,9 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 		return retry // the cloud cannot say: keep what this hub has
 	}
 	best, addr := e.pick(marked, members, at, current)
-	if best == "" && e.p.leadingFor() < leaseDuration(nil) {
+	if best == "" && e.p.leadingFor() < leaseDuration(nil) && (members == nil || members[e.p.cfg.NodeName]) {
 		// Leading since just now: the mark is not on the cloud's lease yet (the next heartbeat
-		// writes it).
+		// writes it); a hub the administrator no longer names stops at once.
 		best, addr = e.p.cfg.NodeName, e.p.cfg.Addr
 	}
 	if best == "" {

@@ -65,7 +65,31 @@ func Of(auth string) Credential {
 	return Credential{Hash: shortHash("credential:" + auth)}
 }
 
-func tokenHash(token string) string { return shortHash("token:" + token) }
+func tokenHash(token string) string { return shortHash("token:" + canonical(token)) }
+
+// canonical returns a JWT (three dot-separated base64url parts) in one spelling: the apiserver's
+// JWT parser decodes each part loosely (non-zero trailing bits, padding), so one signed token has
+// many spellings that all verify; hashed as sent, each would be a new token to ask about and to
+// keep, and one pod's spellings could push every other pod's out of the table. Anything else is
+// returned as it is.
+func canonical(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return token
+	}
+	var b strings.Builder
+	for i, part := range parts {
+		raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(part, "="))
+		if err != nil {
+			return token
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(base64.RawURLEncoding.EncodeToString(raw))
+	}
+	return b.String()
+}
 
 func serviceAccountHash(username string) string { return shortHash("sa:" + username) }
 

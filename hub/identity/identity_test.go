@@ -87,3 +87,21 @@ func TestOldTableIsDropped(t *testing.T) {
 		t.Fatalf("the old table is still there: %v", err)
 	}
 }
+
+// The apiserver's JWT parser decodes a token's parts loosely: "QQ" and "QR" are both the byte 'A'
+// (trailing bits), so one signed token has many spellings that all verify. They are one token
+// to the hub: asked about once, one entry in the table.
+func TestSpellingsOfOneTokenAreOneCredential(t *testing.T) {
+	a := Of("Bearer eyJhbGciOiJSUzI1NiJ9.QQ.c2lnbmF0dXJl")
+	for _, other := range []string{"Bearer eyJhbGciOiJSUzI1NiJ9.QR.c2lnbmF0dXJl", "Bearer eyJhbGciOiJSUzI1NiJ9.QZ.c2lnbmF0dXJl", "Bearer eyJhbGciOiJSUzI1NiJ9.QQ==.c2lnbmF0dXJl"} {
+		if got := Of(other); got != a {
+			t.Errorf("%s: %+v, want %+v (the same token)", other, got, a)
+		}
+	}
+	if Of("Bearer eyJhbGciOiJSUzI1NiJ9.Qg.c2lnbmF0dXJl") == a {
+		t.Error("another token ('B') hashed as 'A'")
+	}
+	if Of("Bearer not-a-jwt") == Of("Bearer not-a-jwt2") {
+		t.Error("two opaque tokens hashed alike")
+	}
+}
