@@ -19,6 +19,9 @@ type WriteBudget struct {
 	// never meets it (kubelet re-running every pod offline after a reboot writes a few MiB), yet a
 	// runaway node component cannot write more than Node.PerMinute for ever.
 	Node Rate
+	// Nodes is all the node's owners together: an owner is a client's User-Agent, so a node
+	// client that changes it every request would otherwise get a full bucket each time.
+	Nodes Rate
 	// Foreign is each owner with a credential of its own (component@credential: pods); Foreigners
 	// is all of them together, so made-up owners do not multiply it. A change larger than either
 	// Burst never fits: it is refused with ErrFull.
@@ -30,7 +33,8 @@ type WriteBudget struct {
 	Now func() time.Time
 }
 
-// DefaultWriteBudget: the node's owners 32 MiB at once and 8 MiB a minute each; every other owner
+// DefaultWriteBudget: the node's owners 32 MiB at once and 8 MiB a minute each, 64 MiB and 16 MiB a
+// minute together; every other owner
 // 256 KiB at once and 256 KiB a minute, and all of them together 512 KiB and 1 MiB a minute. So
 // the owners that are not the node's append at most 1.5 MiB in any minute and 1 MiB a minute over
 // time (compaction adds at most a third: ≤ 2 MiB of flash a minute), while a pod's offline events of
@@ -38,6 +42,7 @@ type WriteBudget struct {
 func DefaultWriteBudget() WriteBudget {
 	return WriteBudget{
 		Node:       Rate{Burst: 32 << 20, PerMinute: 8 << 20},
+		Nodes:      Rate{Burst: 64 << 20, PerMinute: 16 << 20},
 		Foreign:    Rate{Burst: 256 << 10, PerMinute: 256 << 10},
 		Foreigners: Rate{Burst: 512 << 10, PerMinute: 1 << 20},
 	}
@@ -68,6 +73,7 @@ func (s *Store) SetWriteBudget(b WriteBudget) {
 	s.budget.cfg = &b
 	s.budget.owners = nil
 	s.budget.foreign = bucket{}
+	s.budget.nodes = bucket{}
 }
 
 // bucket is a token bucket's level, in bytes, at a time.
@@ -108,6 +114,15 @@ type budget struct {
 	cfg     *WriteBudget
 	owners  map[string]*bucket
 	foreign bucket
+	nodes   bucket // the node's owners together
+}
+
+// class returns the rate of all the owners of owner's kind together, and their bucket.
+func (b *budget) class(foreign bool) (Rate, *bucket) {
+	if foreign {
+		return b.config().Foreigners, &b.foreign
+	}
+	return b.config().Nodes, &b.nodes
 }
 
 // take charges an owner's offline change of n bytes to its buckets, or says why it may not be
@@ -123,8 +138,9 @@ func (b *budget) take(owner string, n int64, now time.Time) error {
 	if own.Burst > 0 && n > own.Burst {
 		return tooLarge(owner, n, own.Burst)
 	}
-	if foreign && cfg.Foreigners.Burst > 0 && n > cfg.Foreigners.Burst {
-		return tooLarge(owner, n, cfg.Foreigners.Burst)
+	all, allBucket := b.class(foreign)
+	if all.Burst > 0 && n > all.Burst {
+		return tooLarge(owner, n, all.Burst)
 	}
 	if cfg.Now != nil {
 		now = cfg.Now()
@@ -132,10 +148,8 @@ func (b *budget) take(owner string, n int64, now time.Time) error {
 	ob := b.bucketOf(owner, now, cfg.MaxOwners)
 	ob.refill(own, now)
 	wait := ob.wait(own, n)
-	if foreign {
-		b.foreign.refill(cfg.Foreigners, now)
-		wait = max(wait, b.foreign.wait(cfg.Foreigners, n))
-	}
+	allBucket.refill(all, now)
+	wait = max(wait, allBucket.wait(all, n))
 	if wait > 0 {
 		return &BudgetError{Owner: owner, Bytes: n, RetryAfter: wait}
 	}
@@ -160,8 +174,9 @@ func (b *budget) charge(owner string, foreign bool, n float64) {
 	own := cfg.Node
 	if foreign {
 		own = cfg.Foreign
-		b.foreign.level = min(b.foreign.level-n, float64(cfg.Foreigners.Burst))
 	}
+	all, allBucket := b.class(foreign)
+	allBucket.level = min(allBucket.level-n, float64(all.Burst))
 	if ob := b.owners[owner]; ob != nil {
 		ob.level = min(ob.level-n, float64(own.Burst))
 	}

@@ -178,3 +178,29 @@ func TestWriteBudgetKeepsBoundedOwners(t *testing.T) {
 		t.Fatalf("%d owners' buckets kept, want at most 4", n)
 	}
 }
+
+// A node client that names itself anew with every write (its User-Agent is its owner) does not get
+// a full bucket each time: the node's owners together are held to Nodes.
+func TestNodeOwnersTogetherAreBounded(t *testing.T) {
+	s := openStore(t)
+	now := fakeClock(s)
+	written, refused := 0, 0
+	for i := 0; i < 400; i++ {
+		err := putLocal(s, fmt.Sprintf("agent%d", i), "events", fmt.Sprintf("ev-%d", i), []byte(noise(1<<20)))
+		var be *BudgetError
+		switch {
+		case err == nil:
+			written++
+		case errors.As(err, &be):
+			refused++
+		default:
+			t.Fatalf("write %d: %v", i, err)
+		}
+		*now = now.Add(100 * time.Millisecond) // 40 s in all
+	}
+	// 64 MiB at once and 16 MiB a minute: at most ~75 MiB in 40 s (records are compressed:
+	// noise is not).
+	if written > 80 || refused == 0 {
+		t.Fatalf("400 owners' 1 MiB writes in 40 s: %d written, %d refused; want ≤ 80 written", written, refused)
+	}
+}
