@@ -71,6 +71,8 @@ type entry struct {
 	// slices are the slices (namespace/name) served corrected for this pod that the cloud has not
 	// been seen to correct itself since.
 	slices map[string]bool
+	// pending counts kubelet's status writes of the pod on their way to the cloud (sending.go).
+	pending int
 }
 
 // New returns a Fixer for node. bound <= 0 means DefaultBound. It starts offline: corrections
@@ -121,7 +123,9 @@ func (f *Fixer) publishLocked() {
 		}
 	}
 	for _, e := range f.entries {
-		pods[podID(f.node, e.report.Key())] = e.report
+		p := e.report
+		p.Pending = e.pending > 0
+		pods[podID(f.node, p.Key())] = p
 		n += int64(len(e.slices))
 	}
 	f.cur.Store(&view{gen: f.gen, node: f.node, pods: pods})

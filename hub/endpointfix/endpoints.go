@@ -28,6 +28,17 @@ func (v *view) fixEndpoints(e *corev1.Endpoints, n note) bool {
 				}
 				return
 			}
+			if p.Pending && p.sameFamily(a.IP) == a.IP { // sending.go: the cloud's word
+				if wasReady {
+					ready = append(ready, a)
+				} else {
+					notReady = append(notReady, a)
+				}
+				if n != nil {
+					n(e.Namespace+"/"+e.Name, id, false)
+				}
+				return
+			}
 			fixed := false
 			if ip := p.sameFamily(a.IP); ip != "" && ip != a.IP {
 				a.IP, fixed = ip, true

@@ -24,6 +24,9 @@ type Pod struct {
 	Ready, Terminating, Terminal bool
 	// Gone: the pod is not in kubelet's pod list (or it is another pod of that name).
 	Gone bool
+	// Pending: a newer report of kubelet's is on its way to the cloud (sending.go); set in views
+	// only.
+	Pending bool `json:"-"`
 }
 
 // Key is namespace/name.
@@ -67,7 +70,7 @@ func FromPod(pod *corev1.Pod) Pod {
 // same reports whether two reports give the same endpoints.
 func (p Pod) same(o Pod) bool {
 	return p.UID == o.UID && slices.Equal(p.IPs, o.IPs) && p.Ready == o.Ready && p.Terminating == o.Terminating &&
-		p.Terminal == o.Terminal && p.Gone == o.Gone
+		p.Terminal == o.Terminal && p.Gone == o.Gone && p.Pending == o.Pending
 }
 
 // agrees reports whether the cloud's copy of a pod says what kubelet reported (its addresses and
@@ -108,6 +111,9 @@ func (p Pod) fix(ep *discoveryv1.Endpoint, t discoveryv1.AddressType) bool {
 	terminating := p.Terminating
 	if t == discoveryv1.AddressTypeFQDN {
 		addrs = ep.Addresses
+	}
+	if p.defers(ep.Addresses, addrs) {
+		return false
 	}
 	down := p.Terminal || p.Gone
 	if len(addrs) == 0 {
