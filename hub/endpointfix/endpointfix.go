@@ -13,7 +13,8 @@
 // that changed as MODIFIED (Watch). After the link returns, a pod stays corrected until the cloud's
 // copy of it says what kubelet reported (kubelet's status write answered by the cloud) and every
 // slice the hub corrected for it came from the cloud saying the same, or for Bound at most; then
-// the cloud's bytes pass untouched. A pod the slices place on this node that kubelet's cached pod
+// the cloud's bytes pass untouched; while kubelet's newer report of it is on its way to the
+// cloud, the cloud's word on it at the reported address passes (sending.go). A pod the slices place on this node that kubelet's cached pod
 // list does not hold is not ready while offline (Gone; the hub finds them). v1 Endpoints are
 // corrected the same way (endpoints.go). In a pool, each hub shares its own reports (Shared) and
 // takes the others' (SetForeign), each applied only to endpoints on the node that reported it.
