@@ -9,12 +9,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"nodehub/e2e/harness"
 )
@@ -78,8 +81,8 @@ func TestEndpointsPodReadyAfterReturn(t *testing.T) {
 	waitServing(t, h)
 	kubelet := h.Client(kubeletUA, true)
 	readers := map[string]kubernetes.Interface{"kube-proxy json": h.Client(kubeProxyUA, false), "kube-proxy protobuf": h.Client(kubeProxyUA, true)}
-	ws := []*sliceWatcher{watchSlices(t, ctx, "kube-proxy json", readers["kube-proxy json"], ns),
-		watchSlices(t, ctx, "kube-proxy protobuf", readers["kube-proxy protobuf"], ns)}
+	ws := []*sliceWatcher{watchProxySlices(t, ctx, "kube-proxy json", readers["kube-proxy json"], ns),
+		watchProxySlices(t, ctx, "kube-proxy protobuf", readers["kube-proxy protobuf"], ns)}
 	if _, err := kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,4 +148,35 @@ func TestEndpointsPodReadyAfterReturn(t *testing.T) {
 		return readersHave(ctx, ws, readers, ns, services, ready...)
 	})
 	t.Logf("web-1 ready in every reader %v after the cloud's slice said so", time.Since(cloudAt).Round(10*time.Millisecond))
+}
+
+// watchProxySlices is a sliceWatcher that reads as kube-proxy does: every namespace's slices, with
+// kube-proxy's label selector; it keeps those of namespace ns.
+func watchProxySlices(t *testing.T, ctx context.Context, name string, cs kubernetes.Interface, ns string) *sliceWatcher {
+	t.Helper()
+	w := &sliceWatcher{name: name, now: map[string]*discoveryv1.EndpointSlice{}, seen: map[string]bool{}}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name"
+	}))
+	inf := f.Discovery().V1().EndpointSlices().Informer()
+	put := func(obj any) {
+		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && s.Namespace == ns {
+			w.mu.Lock()
+			w.now[s.Name] = s
+			w.mu.Unlock()
+		}
+	}
+	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    put,
+		UpdateFunc: func(_, o any) { put(o) },
+		DeleteFunc: func(o any) {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok && s.Namespace == ns {
+				w.mu.Lock()
+				delete(w.now, s.Name)
+				w.mu.Unlock()
+			}
+		},
+	})
+	f.Start(ctx.Done())
+	return w
 }
