@@ -28,15 +28,18 @@ func TestStatusWriteOnItsWayLetsTheCloudsSlicePass(t *testing.T) {
 	cloudSlice := []byte(`{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":"web-abc","namespace":"default","resourceVersion":"9"},` +
 		`"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.11"],"conditions":{"ready":true,"serving":true,"terminating":false},` +
 		`"nodeName":"node-a","targetRef":{"kind":"Pod","namespace":"default","name":"web","uid":"u1"}}]}`)
-	served := func() string {
+	serve := func(raw []byte) string {
 		fn := fix.NewWatch().Served()
 		if fn == nil {
-			return string(cloudSlice) // nothing corrected
+			return string(raw) // nothing corrected
 		}
-		return string(fn(cloudSlice))
+		return string(fn(raw))
 	}
-	if !strings.Contains(served(), `"ready":false`) {
-		t.Fatalf("offline: web not corrected: %s", served())
+	served := func() string { return serve(cloudSlice) }
+	// The slice as the cloud had it before the outage: web at its old address.
+	old := strings.NewReplacer(`"resourceVersion":"9"`, `"resourceVersion":"8"`, `10.0.0.11`, `10.0.0.1`).Replace(string(cloudSlice))
+	if got := serve([]byte(old)); !strings.Contains(got, `"ready":false`) || !strings.Contains(got, `10.0.0.11`) {
+		t.Fatalf("offline: web not corrected: %s", got)
 	}
 	f.hub.state.set(remote.Healthy)
 	fix.SetOnline(true, time.Now())

@@ -26,6 +26,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -70,8 +71,8 @@ type entry struct {
 	// cloudAgrees: the cloud's copy of the pod says what kubelet reported.
 	cloudAgrees bool
 	// slices are the slices (namespace/name) served corrected for this pod that the cloud has not
-	// been seen to correct itself since.
-	slices map[string]bool
+	// been seen to correct itself since, each with the resourceVersion it had when corrected last.
+	slices map[string]string
 	// pending counts kubelet's status writes of the pod on their way to the cloud (sending.go).
 	pending int
 }
@@ -125,7 +126,9 @@ func (f *Fixer) publishLocked() {
 	}
 	for _, e := range f.entries {
 		p := e.report
-		p.Pending = e.pending > 0
+		if e.pending > 0 {
+			p.Pending, p.stale = true, maps.Clone(e.slices)
+		}
 		pods[podID(f.node, p.Key())] = p
 		n += int64(len(e.slices))
 	}
@@ -161,7 +164,7 @@ func (f *Fixer) report(p Pod) {
 			}
 			return
 		}
-		e = &entry{slices: map[string]bool{}}
+		e = &entry{slices: map[string]string{}}
 		f.entries[p.Key()] = e
 	} else if e.report.same(p) && !e.cloudAgrees {
 		return
@@ -181,7 +184,7 @@ func (f *Fixer) Gone(namespace, name, uid string) {
 	if e := f.entries[p.Key()]; e != nil || len(f.entries) >= MaxPods {
 		return
 	}
-	f.entries[p.Key()] = &entry{report: p, slices: map[string]bool{}}
+	f.entries[p.Key()] = &entry{report: p, slices: map[string]string{}}
 	f.publishLocked()
 }
 
@@ -218,7 +221,7 @@ func (f *Fixer) retireLocked(k string, e *entry) bool {
 
 // observe records what serving a slice showed: an endpoint corrected, or one that already said
 // what kubelet reported in a slice the cloud sent (online).
-func (f *Fixer) observe(slice, id string, fixed bool) {
+func (f *Fixer) observe(slice, rv, id string, fixed bool) {
 	node, pod, _ := strings.Cut(id, "|")
 	if node != f.node {
 		return // another hub's pod: that hub keeps its account
@@ -230,11 +233,14 @@ func (f *Fixer) observe(slice, id string, fixed bool) {
 	if e == nil {
 		return
 	}
+	_, had := e.slices[slice]
 	switch {
-	case fixed && !e.slices[slice] && len(e.slices) < maxSlices:
-		e.slices[slice] = true
+	case fixed && had:
+		e.slices[slice] = rv
+	case fixed && len(e.slices) < maxSlices:
+		e.slices[slice] = rv
 		f.count.Add(1)
-	case !fixed && online && e.slices[slice]:
+	case !fixed && online && had:
 		delete(e.slices, slice)
 		f.count.Add(-1)
 		if f.retireLocked(pod, e) {

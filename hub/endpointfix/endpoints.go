@@ -28,14 +28,14 @@ func (v *view) fixEndpoints(e *corev1.Endpoints, n note) bool {
 				}
 				return
 			}
-			if p.Pending && p.sameFamily(a.IP) == a.IP { // sending.go: the cloud's word
+			if p.defers(e.Namespace+"/"+e.Name, e.ResourceVersion, []string{a.IP}, []string{p.sameFamily(a.IP)}) {
 				if wasReady {
 					ready = append(ready, a)
 				} else {
 					notReady = append(notReady, a)
 				}
 				if n != nil {
-					n(e.Namespace+"/"+e.Name, id, false)
+					n(e.Namespace+"/"+e.Name, e.ResourceVersion, id, false)
 				}
 				return
 			}
@@ -54,7 +54,7 @@ func (v *view) fixEndpoints(e *corev1.Endpoints, n note) bool {
 			}
 			changed = changed || fixed
 			if n != nil {
-				n(e.Namespace+"/"+e.Name, id, fixed)
+				n(e.Namespace+"/"+e.Name, e.ResourceVersion, id, fixed)
 			}
 		}
 		for _, a := range ss.Addresses {

@@ -27,6 +27,9 @@ type Pod struct {
 	// Pending: a newer report of kubelet's is on its way to the cloud (sending.go); set in views
 	// only.
 	Pending bool `json:"-"`
+	// stale: while Pending, the slices served corrected for the pod, by the resourceVersion
+	// each had then (the cloud's word from before the write).
+	stale map[string]string
 }
 
 // Key is namespace/name.
@@ -111,9 +114,6 @@ func (p Pod) fix(ep *discoveryv1.Endpoint, t discoveryv1.AddressType) bool {
 	terminating := p.Terminating
 	if t == discoveryv1.AddressTypeFQDN {
 		addrs = ep.Addresses
-	}
-	if p.defers(ep.Addresses, addrs) {
-		return false
 	}
 	down := p.Terminal || p.Gone
 	if len(addrs) == 0 {

@@ -39,10 +39,15 @@ func (f *Fixer) sent(k string, e *entry) {
 	}
 }
 
-// defers reports whether an endpoint, of a pod whose newer report is on its way to the cloud,
-// is left as the cloud says: it is at the address kubelet reported.
-func (p Pod) defers(addrs []string, reported []string) bool {
-	if !p.Pending || len(reported) == 0 || len(addrs) != len(reported) {
+// defers reports whether an endpoint of slice (namespace/name, at resourceVersion rv), of a pod
+// whose newer report is on its way to the cloud, is left as the cloud says: it is at the address
+// kubelet reported, and the slice is not the very one served corrected before the write left
+// (that one is the cloud's old word: left as it was served, it does not flap).
+func (p Pod) defers(slice, rv string, addrs []string, reported []string) bool {
+	if !p.Pending || len(reported) == 0 || reported[0] == "" || len(addrs) != len(reported) {
+		return false
+	}
+	if old, ok := p.stale[slice]; ok && old == rv {
 		return false
 	}
 	for i := range addrs {

@@ -17,7 +17,9 @@ import (
 func TestNewerReportOnItsWayLetsTheCloudsSlicePass(t *testing.T) {
 	f := fixer(t, pod("web-1", "u1", false, "10.0.0.11"))
 	stale := encode(t, slice("a", discoveryv1.AddressTypeIPv4, ep("web-1", "u1", node, true, true, false, "10.0.0.1")), true)
-	fresh := encode(t, slice("a", discoveryv1.AddressTypeIPv4, ep("web-1", "u1", node, true, true, false, "10.0.0.11")), true)
+	written := slice("a", discoveryv1.AddressTypeIPv4, ep("web-1", "u1", node, true, true, false, "10.0.0.11"))
+	written.ResourceVersion = "43" // the controller's write once the cloud has kubelet's report
+	fresh := encode(t, written, true)
 	if out, _ := f.view().apply(stale, f.observe); bytes.Equal(out, stale) {
 		t.Fatal("offline: the stale slice passed")
 	}
@@ -47,7 +49,13 @@ func TestFailedWriteKeepsTheCorrection(t *testing.T) {
 	f := fixer(t, pod("web-1", "u1", false, "10.0.0.11"))
 	f.SetOnline(true, time.Now())
 	cloud := encode(t, slice("a", discoveryv1.AddressTypeIPv4, ep("web-1", "u1", node, true, true, false, "10.0.0.11")), false)
+	f.view().apply(cloud, f.observe)
 	done := f.Sending("ns", "web-1")
+	// The very slice served corrected before the write left is the cloud's old word: it does not
+	// flap to the cloud's readiness meanwhile (an open watch of the shared store, a fresh list).
+	if out, changed := f.view().apply(cloud, f.observe); !changed || bytes.Equal(out, cloud) {
+		t.Fatal("while the write was on its way the slice served corrected before passed")
+	}
 	done()
 	if out, changed := f.view().apply(cloud, f.observe); !changed || bytes.Equal(out, cloud) {
 		t.Fatal("after a failed write the cloud's old word on web-1 passed")
@@ -65,7 +73,9 @@ func TestNewerReportOnItsWayEndpointsAndWatches(t *testing.T) {
 		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.0.0.11", NodeName: ptr(node),
 			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web-1", UID: "u1"}}}}}}
 	raw := encode(t, e, false)
-	cloud := encode(t, slice("a", discoveryv1.AddressTypeIPv4, ep("web-1", "u1", node, true, true, false, "10.0.0.11")), false)
+	newer := slice("a", discoveryv1.AddressTypeIPv4, ep("web-1", "u1", node, true, true, false, "10.0.0.11"))
+	newer.ResourceVersion = "43"
+	cloud := encode(t, newer, false)
 	w := f.NewWatch()
 	w.Served()
 	done := f.Sending("ns", "web-1")
