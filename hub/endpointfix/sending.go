@@ -8,8 +8,9 @@ package endpointfix
 // the cloud gets no MODIFIED from the hub. So from the moment kubelet's status write of a pod
 // being corrected leaves for the cloud until its answer is in, the cloud may know more than the
 // hub: an endpoint of that pod at the address kubelet reported passes as the cloud says (its
-// readiness is the cloud's, at least as new as the hub's), and only one at another address (the
-// dead one of before the outage) is still corrected.
+// readiness is the cloud's, at least as new as the hub's) in any slice but the very one the hub
+// served corrected before (same resourceVersion: the cloud's old word, kept corrected so it does
+// not flap), and one at another address (the dead one of before the outage) is still corrected.
 
 // Sending takes kubelet's status write of pod namespace/name on its way to the cloud (online). It
 // returns what to call when the write ended, answered or not; the cloud's answer itself comes
