@@ -34,6 +34,18 @@ func (p *pipeline) fixRevisions(ri *wire.RequestInfo) pool.Revisions {
 	return p.fix.NewWatch()
 }
 
+// sendingStatusWrite tells the Fixer that kubelet's status write of a pod it corrects leaves for
+// the cloud, until the request ends (the cloud's slice saying what it says may arrive before the
+// answer does: hub/endpointfix's sending.go).
+func (p *pipeline) sendingStatusWrite(q *proxyRequest) {
+	ri := q.ri
+	if p.fix == nil || !p.fix.Active() || q.id != remote.Node || ri.Component != "kubelet" || !isPods(ri) || ri.Subresource != "status" ||
+		ri.Verb != wire.VerbPatch && ri.Verb != wire.VerbUpdate {
+		return
+	}
+	q.onEnd(p.fix.Sending(ri.Namespace, ri.Name))
+}
+
 // maxStatusAnswer bounds the cloud's answer to a status write the Fixer reads (a pod).
 const maxStatusAnswer = 1 << 20
 

@@ -45,6 +45,7 @@ func (p *pipeline) forward(q *proxyRequest) {
 			q.caller = tokens.Caller(q.id == remote.Node, q.r.Header.Get("Authorization"))
 		}
 	}
+	p.sendingStatusWrite(q)
 	p.proxy.ServeHTTP(q.w, q.r.WithContext(context.WithValue(q.ctx, requestKey{}, q)))
 }
 

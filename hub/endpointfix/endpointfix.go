@@ -13,7 +13,8 @@
 // that changed as MODIFIED (Watch). After the link returns, a pod stays corrected until the cloud's
 // copy of it says what kubelet reported (kubelet's status write answered by the cloud) and every
 // slice the hub corrected for it came from the cloud saying the same, or for Bound at most; then
-// the cloud's bytes pass untouched. A pod the slices place on this node that kubelet's cached pod
+// the cloud's bytes pass untouched; while kubelet's newer report of it is on its way to the
+// cloud, the cloud's word on it at the reported address passes (sending.go). A pod the slices place on this node that kubelet's cached pod
 // list does not hold is not ready while offline (Gone; the hub finds them). v1 Endpoints are
 // corrected the same way (endpoints.go). In a pool, each hub shares its own reports (Shared) and
 // takes the others' (SetForeign), each applied only to endpoints on the node that reported it.
@@ -25,6 +26,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -69,8 +71,10 @@ type entry struct {
 	// cloudAgrees: the cloud's copy of the pod says what kubelet reported.
 	cloudAgrees bool
 	// slices are the slices (namespace/name) served corrected for this pod that the cloud has not
-	// been seen to correct itself since.
-	slices map[string]bool
+	// been seen to correct itself since, each with the resourceVersion it had when corrected last.
+	slices map[string]string
+	// pending counts kubelet's status writes of the pod on their way to the cloud (sending.go).
+	pending int
 }
 
 // New returns a Fixer for node. bound <= 0 means DefaultBound. It starts offline: corrections
@@ -121,7 +125,11 @@ func (f *Fixer) publishLocked() {
 		}
 	}
 	for _, e := range f.entries {
-		pods[podID(f.node, e.report.Key())] = e.report
+		p := e.report
+		if e.pending > 0 {
+			p.Pending, p.stale = true, maps.Clone(e.slices)
+		}
+		pods[podID(f.node, p.Key())] = p
 		n += int64(len(e.slices))
 	}
 	f.cur.Store(&view{gen: f.gen, node: f.node, pods: pods})
@@ -156,7 +164,7 @@ func (f *Fixer) report(p Pod) {
 			}
 			return
 		}
-		e = &entry{slices: map[string]bool{}}
+		e = &entry{slices: map[string]string{}}
 		f.entries[p.Key()] = e
 	} else if e.report.same(p) && !e.cloudAgrees {
 		return
@@ -176,7 +184,7 @@ func (f *Fixer) Gone(namespace, name, uid string) {
 	if e := f.entries[p.Key()]; e != nil || len(f.entries) >= MaxPods {
 		return
 	}
-	f.entries[p.Key()] = &entry{report: p, slices: map[string]bool{}}
+	f.entries[p.Key()] = &entry{report: p, slices: map[string]string{}}
 	f.publishLocked()
 }
 
@@ -213,7 +221,7 @@ func (f *Fixer) retireLocked(k string, e *entry) bool {
 
 // observe records what serving a slice showed: an endpoint corrected, or one that already said
 // what kubelet reported in a slice the cloud sent (online).
-func (f *Fixer) observe(slice, id string, fixed bool) {
+func (f *Fixer) observe(slice, rv, id string, fixed bool) {
 	node, pod, _ := strings.Cut(id, "|")
 	if node != f.node {
 		return // another hub's pod: that hub keeps its account
@@ -225,11 +233,14 @@ func (f *Fixer) observe(slice, id string, fixed bool) {
 	if e == nil {
 		return
 	}
+	_, had := e.slices[slice]
 	switch {
-	case fixed && !e.slices[slice] && len(e.slices) < maxSlices:
-		e.slices[slice] = true
+	case fixed && had:
+		e.slices[slice] = rv
+	case fixed && len(e.slices) < maxSlices:
+		e.slices[slice] = rv
 		f.count.Add(1)
-	case !fixed && online && e.slices[slice]:
+	case !fixed && online && had:
 		delete(e.slices, slice)
 		f.count.Add(-1)
 		if f.retireLocked(pod, e) {

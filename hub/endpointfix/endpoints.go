@@ -28,6 +28,17 @@ func (v *view) fixEndpoints(e *corev1.Endpoints, n note) bool {
 				}
 				return
 			}
+			if p.defers(e.Namespace+"/"+e.Name, e.ResourceVersion, []string{a.IP}, []string{p.sameFamily(a.IP)}) {
+				if wasReady {
+					ready = append(ready, a)
+				} else {
+					notReady = append(notReady, a)
+				}
+				if n != nil {
+					n(e.Namespace+"/"+e.Name, e.ResourceVersion, id, false)
+				}
+				return
+			}
 			fixed := false
 			if ip := p.sameFamily(a.IP); ip != "" && ip != a.IP {
 				a.IP, fixed = ip, true
@@ -43,7 +54,7 @@ func (v *view) fixEndpoints(e *corev1.Endpoints, n note) bool {
 			}
 			changed = changed || fixed
 			if n != nil {
-				n(e.Namespace+"/"+e.Name, id, fixed)
+				n(e.Namespace+"/"+e.Name, e.ResourceVersion, id, fixed)
 			}
 		}
 		for _, a := range ss.Addresses {

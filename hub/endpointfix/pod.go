@@ -24,6 +24,12 @@ type Pod struct {
 	Ready, Terminating, Terminal bool
 	// Gone: the pod is not in kubelet's pod list (or it is another pod of that name).
 	Gone bool
+	// Pending: a newer report of kubelet's is on its way to the cloud (sending.go); set in views
+	// only.
+	Pending bool `json:"-"`
+	// stale: while Pending, the slices served corrected for the pod, by the resourceVersion
+	// each had then (the cloud's word from before the write).
+	stale map[string]string
 }
 
 // Key is namespace/name.
@@ -67,7 +73,7 @@ func FromPod(pod *corev1.Pod) Pod {
 // same reports whether two reports give the same endpoints.
 func (p Pod) same(o Pod) bool {
 	return p.UID == o.UID && slices.Equal(p.IPs, o.IPs) && p.Ready == o.Ready && p.Terminating == o.Terminating &&
-		p.Terminal == o.Terminal && p.Gone == o.Gone
+		p.Terminal == o.Terminal && p.Gone == o.Gone && p.Pending == o.Pending
 }
 
 // addresses are the pod's IPs of a slice's address type, as the controller lists them

@@ -49,7 +49,7 @@ func (v *view) mentions(raw []byte, pods map[string]Pod) bool {
 
 // note is told, for each endpoint of this node's pods being corrected in a slice, whether the
 // slice said something else (fixed) or already what kubelet reported.
-type note func(slice, pod string, fixed bool)
+type note func(slice, rv, pod string, fixed bool)
 
 // reported returns the id and report of the pod an endpoint names (its nodeName and a Pod
 // targetRef, in namespace ns when the ref names none), ok when that pod is being corrected. A ref
@@ -82,10 +82,11 @@ func (v *view) fixSlice(s *discoveryv1.EndpointSlice, n note) bool {
 		if !ok {
 			continue
 		}
-		fixed := p.fix(ep, s.AddressType)
+		key := s.Namespace + "/" + s.Name
+		fixed := !p.defers(key, s.ResourceVersion, ep.Addresses, p.addresses(s.AddressType)) && p.fix(ep, s.AddressType)
 		changed = changed || fixed
 		if n != nil {
-			n(s.Namespace+"/"+s.Name, id, fixed)
+			n(key, s.ResourceVersion, id, fixed)
 		}
 	}
 	return changed
