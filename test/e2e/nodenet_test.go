@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Nodes on one L2 segment, for tests that run a node's network programs (a CNI agent): each node
+// is a network namespace (newNetns), joined to the others by veth pairs; nothing touches the
+// host's own links.
+
+// ip runs ip(8) with args inside the namespace.
+func (ns *netns) ip(args ...string) (string, error) {
+	out, err := exec.Command("nsenter", append([]string{"--net=" + ns.Path, "ip"}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// mustIP runs ip(8) in the namespace and fails the test if it fails.
+func (ns *netns) mustIP(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := ns.ip(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// joinNetns links a and b with a veth pair, linkA (addrA, a CIDR) in a and linkB (addrB) in b,
+// both up: the two nodes' segment.
+func joinNetns(t *testing.T, a, b *netns, linkA, addrA, linkB, addrB string) {
+	t.Helper()
+	a.mustIP(t, "link", "add", linkA, "type", "veth", "peer", "name", linkB)
+	// ip(8) moves a link into a namespace named by a process: a thread of this test held in b.
+	if err := b.do(func() error {
+		_, err := a.ip("link", "set", linkB, "netns", strconv.Itoa(unix.Gettid()))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a.mustIP(t, "addr", "add", addrA, "dev", linkA)
+	a.mustIP(t, "link", "set", linkA, "up")
+	b.mustIP(t, "addr", "add", addrB, "dev", linkB)
+	b.mustIP(t, "link", "set", linkB, "up")
+}
+
+// addPod gives the namespace a pod's address (a /32 on a dummy link named link), as a CNI plugin
+// would on a pod's veth.
+func (ns *netns) addPod(t *testing.T, link, addr string) {
+	t.Helper()
+	ns.mustIP(t, "link", "add", link, "type", "dummy")
+	ns.mustIP(t, "addr", "add", addr+"/32", "dev", link)
+	ns.mustIP(t, "link", "set", link, "up")
+}
+
+// DialFrom connects from inside the namespace with the source address from (a pod's), so the
+// answer must be routed back to it.
+func (ns *netns) DialFrom(ctx context.Context, from, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := ns.do(func() (err error) {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err = d.DialContext(ctx, "tcp", addr)
+		return err
+	})
+	return c, err
+}
+
+// hasRoute reports whether the namespace routes dst (a CIDR) via gw.
+func (ns *netns) hasRoute(dst, gw string) (bool, string, error) {
+	out, err := ns.ip("-4", "route", "show", dst)
+	if err != nil {
+		return false, out, err
+	}
+	return strings.Contains(out, dst+" via "+gw+" "), out, nil
+}
