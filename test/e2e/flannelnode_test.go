@@ -59,7 +59,9 @@ func flannelNodes(t *testing.T, ctx context.Context) (a, b *flannelNode) {
 	a = &flannelNode{name: "flannel-a", addr: "10.251.0.1/24", podCIDR: "10.244.1.0/24", pod: "10.244.1.10"}
 	b = &flannelNode{name: "flannel-b", addr: "10.251.0.2/24", podCIDR: "10.244.2.0/24", pod: "10.244.2.10"}
 	for _, n := range []*flannelNode{a, b} {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{"kubernetes.io/hostname": n.name}},
+		// With the annotation kubelet registers its Node with (flannel adds to the map it finds).
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{"kubernetes.io/hostname": n.name},
+			Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
 			Spec: corev1.NodeSpec{PodCIDR: n.podCIDR, PodCIDRs: []string{n.podCIDR}}}
 		if _, err := cluster.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -70,8 +72,8 @@ func flannelNodes(t *testing.T, ctx context.Context) (a, b *flannelNode) {
 		n.ns = newNetns(t)
 	}
 	joinNetns(t, a.ns, b.ns, "veth-a", a.addr, "veth-b", b.addr)
-	a.ns.addPod(t, "pod0", a.pod)
-	b.ns.addPod(t, "pod0", b.pod)
+	a.ns.addPod(t, "cni0", a.pod)
+	b.ns.addPod(t, "cni0", b.pod)
 	return a, b
 }
 

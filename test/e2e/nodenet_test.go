@@ -52,11 +52,11 @@ func joinNetns(t *testing.T, a, b *netns, linkA, addrA, linkB, addrB string) {
 	b.mustIP(t, "link", "set", linkB, "up")
 }
 
-// addPod gives the namespace a pod's address (a /32 on a dummy link named link), as a CNI plugin
-// would on a pod's veth.
+// addPod gives the namespace a pod's address: a /32 on a bridge named link (flannel's CNI plugin's
+// cni0 holds the pods' veths).
 func (ns *netns) addPod(t *testing.T, link, addr string) {
 	t.Helper()
-	ns.mustIP(t, "link", "add", link, "type", "dummy")
+	ns.mustIP(t, "link", "add", link, "type", "bridge")
 	ns.mustIP(t, "addr", "add", addr+"/32", "dev", link)
 	ns.mustIP(t, "link", "set", link, "up")
 }
