@@ -60,7 +60,8 @@ func TestFlannelOffline(t *testing.T) {
 	envA, envB := a.subnetEnv(), b.subnetEnv()
 	cacheWritten(t, a.hub)
 
-	flannelOfflineRestart(t, a, b, port)
+	flannelOfflineRestart(t, a, b, port, false)
+	flannelOfflineRestart(t, a, b, port, true)
 
 	// The return: nothing re-allocated.
 	if err := a.relay.Pass(); err != nil {
@@ -82,37 +83,50 @@ func TestFlannelOffline(t *testing.T) {
 	}
 }
 
-// flannelOfflineRestart black-holes node a's link, restarts its flannel with its subnet.env and
-// route to b gone, and checks flannel comes back from the hub's cache.
-func flannelOfflineRestart(t *testing.T, a, b *flannelNode, port int) {
+// flannelOfflineRestart restarts node a's flannel offline (black-holing a's link first if it is
+// not) with its subnet.env and route to b gone, and its hub too when reboot (the node rebooted
+// offline), and checks flannel comes back from the hub's cache.
+func flannelOfflineRestart(t *testing.T, a, b *flannelNode, port int, reboot bool) {
 	t.Helper()
 	env := a.subnetEnv()
 	a.fl.Stop()
-	if err := a.relay.BlackHole(); err != nil {
-		t.Fatal(err)
+	if reboot {
+		a.hub.Stop()
+		if err := a.hub.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "hub restarted offline serving", func() error { return a.secureServing(context.Background()) })
+	} else {
+		if err := a.relay.BlackHole(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hubHealth(t, a, 0)
 	a.ns.mustIP(t, "route", "del", b.podCIDR)
 	if err := os.Remove(a.fl.SubnetFile); err != nil {
 		t.Fatal(err)
 	}
-	patches := nodePatches(t, a.hub)
+	patches, mark := nodePatches(t, a.hub), len(a.fl.Log())
+	since := func() string { return a.fl.Log()[mark:] }
 	if err := a.fl.Start(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "flannel restarted offline programmed", func() error { return a.programmed(b) })
-	t.Logf("restarted offline: route and subnet.env %v after flannel's start", time.Since(a.fl.Started).Round(time.Millisecond))
+	t.Logf("restarted offline (node rebooted: %v): route and subnet.env %v after flannel's start", reboot, time.Since(a.fl.Started).Round(time.Millisecond))
 	if got := a.subnetEnv(); got != env {
 		t.Errorf("subnet.env offline %q, online %q", got, env)
 	}
 	eventually(t, 30*time.Second, "pod to pod offline", func() error { return podToPod(a, b, port) })
 	// flannel's start ends with its node status patch (NetworkUnavailable false); then it runs.
 	eventually(t, 60*time.Second, "flannel finished starting offline", func() error {
-		if !strings.Contains(a.fl.Log(), "Waiting for all goroutines to exit") {
+		if !strings.Contains(since(), "Waiting for all goroutines to exit") {
 			return errorf("flannel still starting")
 		}
 		return nil
 	})
+	if strings.Contains(since(), "CompleteLease execute error") {
+		t.Errorf("flannel's node status patch failed offline:\n%s", tailString(since(), 3000))
+	}
 	if n := nodePatches(t, a.hub) - patches; n > 2 {
 		t.Errorf("flannel patched its node %v times offline", n)
 	}
