@@ -105,7 +105,7 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		result, err = applyPatch(it.Body, body, r.Header.Get("Content-Type"))
 	}
 	if err == nil && ri.Subresource == "status" {
-		result, err = statusOnly(it.Body, result)
+		result, err = statusOnly(it.Body, result, ri.Group == "" && ri.Resource == "nodes")
 	}
 	if err != nil {
 		p.answerError(w, req, err, http.StatusUnprocessableEntity)
