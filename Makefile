@@ -71,7 +71,10 @@ controlplane: ## build (once per go.sum) etcd, kube-apiserver, kube-controller-m
 coredns: ## build (once per go.sum) CoreDNS with its kubernetes plugin from the Go module proxy
 	sh test/e2e/coredns/build.sh
 
-e2e: deps controlplane coredns ## end-to-end tests against the real control plane
+flannel: ## build (once per go.sum) flanneld from the Go module proxy
+	sh test/e2e/flannel/build.sh
+
+e2e: deps controlplane coredns flannel ## end-to-end tests against the real control plane
 	cd test/e2e && go test -count=1 -timeout 45m ./...
 
 test: deps vet unit e2e ## everything CI runs (.ci/run); installs what it needs first
