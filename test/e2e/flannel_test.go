@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +61,13 @@ func TestFlannelOffline(t *testing.T) {
 	envA, envB := a.subnetEnv(), b.subnetEnv()
 	cacheWritten(t, a.hub)
 
-	flannelOfflineRestart(t, a, b, port, false)
-	flannelOfflineRestart(t, a, b, port, true)
+	// bench -only flannel asks for more restarts of each kind, for a median.
+	restarts, _ := strconv.Atoi(os.Getenv("NODEHUB_FLANNEL_RESTARTS"))
+	for _, reboot := range []bool{false, true} {
+		for i := 0; i < max(restarts, 1); i++ {
+			flannelOfflineRestart(t, a, b, port, reboot)
+		}
+	}
 
 	// The return: nothing re-allocated.
 	if err := a.relay.Pass(); err != nil {
@@ -106,13 +112,13 @@ func flannelOfflineRestart(t *testing.T, a, b *flannelNode, port int, reboot boo
 	if err := os.Remove(a.fl.SubnetFile); err != nil {
 		t.Fatal(err)
 	}
-	patches, mark := nodePatches(t, a.hub), len(a.fl.Log())
+	patches, patchesOK := nodePatches(t, a.hub)
+	mark := len(a.fl.Log())
 	since := func() string { return a.fl.Log()[mark:] }
 	if err := a.fl.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "flannel restarted offline programmed", func() error { return a.programmed(b) })
-	t.Logf("restarted offline (node rebooted: %v): route and subnet.env %v after flannel's start", reboot, time.Since(a.fl.Started).Round(time.Millisecond))
+	t.Logf("flannel restart offline, routes programmed (hub restarted too: %v): %v", reboot, untilProgrammed(t, a, b))
 	if got := a.subnetEnv(); got != env {
 		t.Errorf("subnet.env offline %q, online %q", got, env)
 	}
@@ -127,12 +133,31 @@ func flannelOfflineRestart(t *testing.T, a, b *flannelNode, port int, reboot boo
 	if strings.Contains(since(), "CompleteLease execute error") {
 		t.Errorf("flannel's node status patch failed offline:\n%s", tailString(since(), 3000))
 	}
-	n := nodePatches(t, a.hub) - patches
-	t.Logf("flannel's node patches offline: %v", n)
-	if n > 2 {
-		t.Errorf("flannel patched its node %v times offline", n)
+	// Its own node's status (NetworkUnavailable false) once; its annotations are the cached ones.
+	all, ok := nodePatches(t, a.hub)
+	t.Logf("flannel's node patches offline: %v, answered 200: %v", all-patches, ok-patchesOK)
+	if all-patches > 2 || all-patches != ok-patchesOK {
+		t.Errorf("flannel patched its node %v times offline, %v answered 200", all-patches, ok-patchesOK)
 	}
 	if !a.fl.Running() {
 		t.Fatalf("flanneld exited offline:\n%s", tailString(a.fl.Log(), 3000))
+	}
+}
+
+// untilProgrammed waits until a's flannel, just started, has written its subnet.env and routes b's
+// pod subnet, and returns how long that took from its start (polled every 20 ms: the figure bench
+// -only flannel reports).
+func untilProgrammed(t *testing.T, a, b *flannelNode) time.Duration {
+	t.Helper()
+	deadline := a.fl.Started.Add(60 * time.Second)
+	for {
+		err := a.programmed(b)
+		if err == nil {
+			return time.Since(a.fl.Started).Round(time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flannel restarted offline not programmed within 60s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

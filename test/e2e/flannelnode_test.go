@@ -225,25 +225,28 @@ func flannelAnnotations(t *testing.T, ctx context.Context, node string) map[stri
 	return out
 }
 
-// nodePatches counts the patches of nodes the hub answered (online and offline), from /metrics.
-func nodePatches(t *testing.T, h *harness.Hub) float64 {
+// nodePatches counts the patches of nodes (and nodes/status) the hub answered, online and
+// offline, and of them those answered 200, from /metrics.
+func nodePatches(t *testing.T, h *harness.Hub) (all, ok float64) {
 	t.Helper()
 	_, body, err := h.Get("/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := 0.0
 	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, "nodehub_requests_total{") && strings.Contains(line, `verb="patch"`) && strings.Contains(line, `resource="nodes"`) {
+		if strings.HasPrefix(line, "nodehub_requests_total{") && strings.Contains(line, `verb="patch"`) && strings.Contains(line, `resource="nodes`) {
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			sum += v
+			all += v
+			if strings.Contains(line, `code="200"`) {
+				ok += v
+			}
 		}
 	}
-	return sum
+	return all, ok
 }
 
-// hubOnline waits until the hub's server (the relay) is healthy (want 1) or not (0).
+// hubHealth waits until the hub's server (the relay) is healthy (want 1) or not (0).
 func hubHealth(t *testing.T, n *flannelNode, want float64) {
 	t.Helper()
 	eventually(t, 60*time.Second, n.name+"'s hub server health", func() error {
