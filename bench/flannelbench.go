@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"nodehub/e2e/harness"
+)
+
+// benchFlannel measures how long real flannel (host-gw, its Kubernetes subnet manager), restarted
+// on a node whose link is black-holed, takes from its start to its subnet.env written and the
+// route to the other node's pod subnet programmed, from nodehub's cache: with the hub running,
+// and after the node rebooted offline (the hub restarted too). The two-node setup (network
+// namespaces, a hub in each) is the e2e test's, TestFlannelOffline, run with restarts of each kind.
+func benchFlannel(restarts int) error {
+	cmd := exec.Command("go", "test", "-count=1", "-v", "-timeout=20m", "-run=^TestFlannelOffline$", "./")
+	cmd.Dir = filepath.Join(harness.RepoRoot(), "test", "e2e")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("NODEHUB_FLANNEL_RESTARTS=%d", restarts))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("TestFlannelOffline: %w\n%s", err, out.String())
+	}
+	figures := map[string][]time.Duration{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		kind, d, ok := flannelFigure(sc.Text())
+		if ok {
+			figures[kind] = append(figures[kind], d)
+		}
+	}
+	fmt.Printf("\n## flannel (v0.28.10, host-gw, kube subnet manager, ServiceAccount token on the hub's secure port), restarted with the cloud black-holed: start → subnet.env written and the route to the other node's pods programmed (polled every 20 ms)\n")
+	for _, kind := range []string{"false", "true"} {
+		ds := figures[kind]
+		if len(ds) == 0 {
+			return fmt.Errorf("no flannel figure (hub restarted too: %s) in the test's output:\n%s", kind, out.String())
+		}
+		what := "hub running"
+		if kind == "true" {
+			what = "node rebooted offline (hub restarted first)"
+		}
+		fmt.Printf("%-45s runs %d  median %v  worst %v\n", what, len(ds), pct(ds, 50), pct(ds, 100))
+	}
+	return nil
+}
+
+// flannelFigure parses the test's line "flannel restart offline, routes programmed (hub restarted
+// too: <bool>): <duration>".
+func flannelFigure(line string) (kind string, d time.Duration, ok bool) {
+	_, rest, found := strings.Cut(line, "flannel restart offline, routes programmed (hub restarted too: ")
+	if !found {
+		return "", 0, false
+	}
+	kind, val, found := strings.Cut(rest, "): ")
+	if !found {
+		return "", 0, false
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(val))
+	return kind, d, err == nil
+}
