@@ -36,23 +36,25 @@ func benchFlannel(restarts int) error {
 		}
 	}
 	fmt.Printf("\n## flannel (v0.28.10, host-gw, kube subnet manager, ServiceAccount token on the hub's secure port), restarted with the cloud black-holed: start → subnet.env written and the route to the other node's pods programmed (polled every 20 ms)\n")
-	for _, kind := range []string{"false", "true"} {
+	for _, kind := range []string{"online", "false", "true"} {
 		ds := figures[kind]
 		if len(ds) == 0 {
 			return fmt.Errorf("no flannel figure (hub restarted too: %s) in the test's output:\n%s", kind, out.String())
 		}
-		what := "hub running"
-		if kind == "true" {
-			what = "node rebooted offline (hub restarted first)"
-		}
+		what := map[string]string{"online": "online, first start (both nodes)", "false": "offline, hub running",
+			"true": "offline, node rebooted (hub restarted first)"}[kind]
 		fmt.Printf("%-45s runs %d  median %v  worst %v\n", what, len(ds), pct(ds, 50), pct(ds, 100))
 	}
 	return nil
 }
 
-// flannelFigure parses the test's line "flannel restart offline, routes programmed (hub restarted
-// too: <bool>): <duration>".
+// flannelFigure parses the test's lines "flannel restart offline, routes programmed (hub restarted
+// too: <bool>): <duration>" and "online: both nodes programmed <duration> after flannel's start".
 func flannelFigure(line string) (kind string, d time.Duration, ok bool) {
+	if _, rest, found := strings.Cut(line, "online: both nodes programmed "); found {
+		d, err := time.ParseDuration(strings.TrimSuffix(rest, " after flannel's start"))
+		return "online", d, err == nil
+	}
 	_, rest, found := strings.Cut(line, "flannel restart offline, routes programmed (hub restarted too: ")
 	if !found {
 		return "", 0, false
