@@ -8,6 +8,9 @@ missing=""
 command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
 command -v busybox >/dev/null 2>&1 || missing="$missing busybox"
 { command -v qemu-aarch64-static && command -v qemu-arm-static; } >/dev/null 2>&1 || missing="$missing qemu-user-static"
+# flannel (test/e2e/flannel) programs iptables in its node's namespace, and builds with cgo on amd64.
+command -v iptables >/dev/null 2>&1 || missing="$missing iptables"
+command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
 [ -z "$missing" ] && exit 0
 sudo=""
 [ "$(id -u)" = 0 ] || { sudo -n true 2>/dev/null && sudo="sudo -n"; }
