@@ -65,7 +65,8 @@ func TestFlannelOffline(t *testing.T) {
 	restarts, _ := strconv.Atoi(os.Getenv("NODEHUB_FLANNEL_RESTARTS"))
 	for _, reboot := range []bool{false, true} {
 		for i := 0; i < max(restarts, 1); i++ {
-			flannelOfflineRestart(t, a, b, port, reboot)
+			// Its Node's status once; its annotations are the cached ones.
+			flannelOfflineRestart(t, a, b, port, offlineRestart{reboot: reboot, patches: 1})
 		}
 	}
 
@@ -87,42 +88,42 @@ func TestFlannelOffline(t *testing.T) {
 	if err := a.programmed(b); err != nil {
 		t.Error(err)
 	}
+
+	// Node A back from an offline reboot with another address (DHCP's): flannel restarted offline
+	// writes its new public-ip annotation through nodes/status, answered and kept in its copy as
+	// the apiserver keeps it; restarted again, it finds it there and writes its status alone.
+	flannelOfflineRestart(t, a, b, port, offlineRestart{reboot: true, addr: "10.251.0.3/24", patches: 2})
+	flannelOfflineRestart(t, a, b, port, offlineRestart{patches: 1})
 }
 
-// flannelOfflineRestart restarts node a's flannel offline (black-holing a's link first if it is
-// not) with its subnet.env and route to b gone, and its hub too when reboot (the node rebooted
-// offline), and checks flannel comes back from the hub's cache.
-func flannelOfflineRestart(t *testing.T, a, b *flannelNode, port int, reboot bool) {
+// offlineRestart is one restart of node a's flannel offline.
+type offlineRestart struct {
+	reboot  bool   // the hub restarts too (the node rebooted offline)
+	addr    string // when set, a's new address on the segment (DHCP's, after a reboot)
+	patches int    // the node patches flannel sends: its status, and its annotations if they changed
+}
+
+// flannelOfflineRestart restarts node a's flannel offline, with its subnet.env and route to b
+// gone, and checks flannel comes back from the hub's cache: the same subnet.env, the route,
+// pod-to-pod traffic (unless a's address changed: b still routes a's pods to the old one), its
+// node patches all answered 200, and it keeps running.
+func flannelOfflineRestart(t *testing.T, a, b *flannelNode, port int, r offlineRestart) {
 	t.Helper()
 	env := a.subnetEnv()
-	a.fl.Stop()
-	if reboot {
-		a.hub.Stop()
-		if err := a.hub.Start(); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 60*time.Second, "hub restarted offline serving", func() error { return a.secureServing(context.Background()) })
-	} else {
-		if err := a.relay.BlackHole(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hubHealth(t, a, 0)
-	a.ns.mustIP(t, "route", "del", b.podCIDR)
-	if err := os.Remove(a.fl.SubnetFile); err != nil {
-		t.Fatal(err)
-	}
+	flannelOfflineStop(t, a, b, r)
 	patches, patchesOK := nodePatches(t, a.hub)
 	mark := len(a.fl.Log())
 	since := func() string { return a.fl.Log()[mark:] }
 	if err := a.fl.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("flannel restart offline, routes programmed (hub restarted too: %v): %v", reboot, untilProgrammed(t, a, b))
+	t.Logf("flannel restart offline, routes programmed (hub restarted too: %v): %v", r.reboot, untilProgrammed(t, a, b))
 	if got := a.subnetEnv(); got != env {
 		t.Errorf("subnet.env offline %q, online %q", got, env)
 	}
-	eventually(t, 30*time.Second, "pod to pod offline", func() error { return podToPod(a, b, port) })
+	if a.moved == "" {
+		eventually(t, 30*time.Second, "pod to pod offline", func() error { return podToPod(a, b, port) })
+	}
 	// flannel's start ends with its node status patch (NetworkUnavailable false); then it runs.
 	eventually(t, 60*time.Second, "flannel finished starting offline", func() error {
 		if !strings.Contains(since(), "Waiting for all goroutines to exit") {
@@ -133,14 +134,42 @@ func flannelOfflineRestart(t *testing.T, a, b *flannelNode, port int, reboot boo
 	if strings.Contains(since(), "CompleteLease execute error") {
 		t.Errorf("flannel's node status patch failed offline:\n%s", tailString(since(), 3000))
 	}
-	// Its own node's status (NetworkUnavailable false) once; its annotations are the cached ones.
 	all, ok := nodePatches(t, a.hub)
 	t.Logf("flannel's node patches offline: %v, answered 200: %v", all-patches, ok-patchesOK)
-	if all-patches > 2 || all-patches != ok-patchesOK {
-		t.Errorf("flannel patched its node %v times offline, %v answered 200", all-patches, ok-patchesOK)
+	if all-patches != float64(r.patches) || all-patches != ok-patchesOK {
+		t.Errorf("flannel patched its node %v times offline (want %d), %v answered 200", all-patches, r.patches, ok-patchesOK)
 	}
 	if !a.fl.Running() {
 		t.Fatalf("flanneld exited offline:\n%s", tailString(a.fl.Log(), 3000))
+	}
+}
+
+// flannelOfflineStop stops a's flannel, black-holes a's link (and restarts its hub when r.reboot),
+// gives it r.addr, and removes flannel's route to b and its subnet.env.
+func flannelOfflineStop(t *testing.T, a, b *flannelNode, r offlineRestart) {
+	t.Helper()
+	a.fl.Stop()
+	if err := a.relay.BlackHole(); err != nil {
+		t.Fatal(err)
+	}
+	if r.reboot {
+		a.hub.Stop()
+		if err := a.hub.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "hub restarted offline serving", func() error { return a.secureServing(context.Background()) })
+	}
+	hubHealth(t, a, 0)
+	if r.addr != "" {
+		a.ns.mustIP(t, "addr", "del", a.addr, "dev", a.link()) // first: it takes its secondaries along
+		a.ns.mustIP(t, "addr", "add", r.addr, "dev", a.link())
+		a.moved, a.addr = a.addr, r.addr
+	}
+	if ok, _, _ := a.ns.hasRoute(b.podCIDR, b.gateway()); ok {
+		a.ns.mustIP(t, "route", "del", b.podCIDR)
+	}
+	if err := os.Remove(a.fl.SubnetFile); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -30,6 +30,7 @@ const flannelNetConf = `{"Network": "10.244.0.0/16", "Backend": {"Type": "host-g
 // on the host) and its flanneld.
 type flannelNode struct {
 	name, addr, podCIDR, pod string
+	moved                    string // the address the node had before addr, when it changed
 	ns                       *netns
 	relay                    *harness.Relay
 	api                      string // the relay's address inside the namespace
@@ -37,8 +38,11 @@ type flannelNode struct {
 	fl                       *harness.Flannel
 }
 
-// flannelGateway is the node's own address on the segment, flannel's public-ip.
+// gateway is the node's own address on the segment, flannel's public-ip.
 func (n *flannelNode) gateway() string { return strings.Split(n.addr, "/")[0] }
+
+// link is the node's end of the veth pair.
+func (n *flannelNode) link() string { return "veth-" + strings.TrimPrefix(n.name, "flannel-") }
 
 // flannelToken creates ServiceAccount kube-flannel/flannel with kube-flannel's ClusterRole (read
 // nodes, patch their status) and returns a token for it, as flannel's pod has.
@@ -132,7 +136,7 @@ func startFlannel(t *testing.T, n *flannelNode, bin, token string) {
 	t.Helper()
 	var err error
 	n.fl, err = harness.StartFlannel(harness.FlannelOptions{Bin: bin, Wrap: n.ns.wrapper(t, ""), Dir: t.TempDir(),
-		Node: n.name, Iface: "veth-" + strings.TrimPrefix(n.name, "flannel-"), Server: n.hub.SecureURL,
+		Node: n.name, Iface: n.link(), Server: n.hub.SecureURL,
 		CAFile: cluster.PKI.CAFile, Token: token, NetConf: flannelNetConf})
 	if err != nil {
 		t.Fatal(err)
