@@ -21,7 +21,9 @@ import (
 // route gone, as after a reboot): from the hub's cache it writes the same subnet.env, programs the
 // route again, pod-to-pod traffic works, and it keeps running with its node patches bounded.
 // After the return nothing is re-allocated: the Nodes' podCIDRs and flannel's annotations in the
-// cloud and both subnet.env files are as before. One release (the shared control plane).
+// cloud and both subnet.env files are as before. Last, node A reboots offline with another
+// address: flannel writes its new public-ip annotation offline once, and finds it in the hub's
+// cache at its next restart. One release (the shared control plane); ~15 s.
 func TestFlannelOffline(t *testing.T) {
 	ctx := context.Background()
 	bin, err := harness.FlannelBinary()
