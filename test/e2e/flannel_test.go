@@ -42,6 +42,32 @@ func TestFlannelOffline(t *testing.T) {
 		startFlannel(t, n, bin, token)
 		servePod(t, n, port)
 	}
+	before := flannelOnline(t, ctx, a, b, port)
+
+	// bench -only flannel asks for more restarts of each kind, for a median.
+	restarts, _ := strconv.Atoi(os.Getenv("NODEHUB_FLANNEL_RESTARTS"))
+	for _, reboot := range []bool{false, true} {
+		for i := 0; i < max(restarts, 1); i++ {
+			// Its Node's status once; its annotations are the cached ones.
+			flannelOfflineRestart(t, a, b, port, offlineRestart{reboot: reboot, patches: 1})
+		}
+	}
+
+	flannelReturn(t, ctx, a, b, port, before)
+
+	// Node A back from an offline reboot with another address (DHCP's): flannel restarted offline
+	// writes its new public-ip annotation through nodes/status, answered and kept in its copy as
+	// the apiserver keeps it; restarted again, it finds it there and writes its status alone.
+	flannelOfflineRestart(t, a, b, port, offlineRestart{reboot: true, addr: "10.251.0.3/24", patches: 2})
+	flannelOfflineRestart(t, a, b, port, offlineRestart{patches: 1})
+}
+
+// flannelOnline waits until flannel has programmed both nodes and pods on the two reach each
+// other, checks flannel's annotations reached the cloud through the hub, and returns what must not
+// change through an outage: by node, flannel's annotations and the podCIDR in the cloud, and its
+// subnet.env.
+func flannelOnline(t *testing.T, ctx context.Context, a, b *flannelNode, port int) map[string]map[string]string {
+	t.Helper()
 	start := time.Now()
 	eventually(t, 90*time.Second, "flannel programmed on both nodes", func() error {
 		if err := a.programmed(b); err != nil {
@@ -56,46 +82,37 @@ func TestFlannelOffline(t *testing.T) {
 		}
 		return podToPod(b, a, port)
 	})
-	annA, annB := flannelAnnotations(t, ctx, a.name), flannelAnnotations(t, ctx, b.name)
-	if annA["flannel.alpha.coreos.com/public-ip"] != a.gateway() || annA["flannel.alpha.coreos.com/backend-type"] != "host-gw" {
-		t.Fatalf("flannel's annotations of %s in the cloud: %v", a.name, annA)
-	}
-	envA, envB := a.subnetEnv(), b.subnetEnv()
-	cacheWritten(t, a.hub)
-
-	// bench -only flannel asks for more restarts of each kind, for a median.
-	restarts, _ := strconv.Atoi(os.Getenv("NODEHUB_FLANNEL_RESTARTS"))
-	for _, reboot := range []bool{false, true} {
-		for i := 0; i < max(restarts, 1); i++ {
-			// Its Node's status once; its annotations are the cached ones.
-			flannelOfflineRestart(t, a, b, port, offlineRestart{reboot: reboot, patches: 1})
+	state := map[string]map[string]string{}
+	for _, n := range []*flannelNode{a, b} {
+		state[n.name] = flannelAnnotations(t, ctx, n.name)
+		if state[n.name]["flannel.alpha.coreos.com/public-ip"] != n.gateway() || state[n.name]["flannel.alpha.coreos.com/backend-type"] != "host-gw" {
+			t.Fatalf("flannel's annotations of %s in the cloud: %v", n.name, state[n.name])
 		}
+		state[n.name]["subnet.env"] = n.subnetEnv()
 	}
+	cacheWritten(t, a.hub)
+	return state
+}
 
-	// The return: nothing re-allocated.
+// flannelReturn lets a's link pass again and checks nothing was re-allocated: each Node's podCIDR
+// and flannel annotations in the cloud and each subnet.env are as before, a still routes b's pods.
+func flannelReturn(t *testing.T, ctx context.Context, a, b *flannelNode, port int, before map[string]map[string]string) {
+	t.Helper()
 	if err := a.relay.Pass(); err != nil {
 		t.Fatal(err)
 	}
 	hubHealth(t, a, 1)
 	eventually(t, 30*time.Second, "pod to pod after the return", func() error { return podToPod(a, b, port) })
-	if got := flannelAnnotations(t, ctx, a.name); !maps.Equal(got, annA) {
-		t.Errorf("%s in the cloud after the return: %v, before: %v", a.name, got, annA)
-	}
-	if got := flannelAnnotations(t, ctx, b.name); !maps.Equal(got, annB) {
-		t.Errorf("%s in the cloud after the return: %v, before: %v", b.name, got, annB)
-	}
-	if a.subnetEnv() != envA || b.subnetEnv() != envB {
-		t.Errorf("subnet.env after the return: %q %q, before: %q %q", a.subnetEnv(), b.subnetEnv(), envA, envB)
+	for _, n := range []*flannelNode{a, b} {
+		got := flannelAnnotations(t, ctx, n.name)
+		got["subnet.env"] = n.subnetEnv()
+		if !maps.Equal(got, before[n.name]) {
+			t.Errorf("%s after the return: %v, before: %v", n.name, got, before[n.name])
+		}
 	}
 	if err := a.programmed(b); err != nil {
 		t.Error(err)
 	}
-
-	// Node A back from an offline reboot with another address (DHCP's): flannel restarted offline
-	// writes its new public-ip annotation through nodes/status, answered and kept in its copy as
-	// the apiserver keeps it; restarted again, it finds it there and writes its status alone.
-	flannelOfflineRestart(t, a, b, port, offlineRestart{reboot: true, addr: "10.251.0.3/24", patches: 2})
-	flannelOfflineRestart(t, a, b, port, offlineRestart{patches: 1})
 }
 
 // offlineRestart is one restart of node a's flannel offline.
