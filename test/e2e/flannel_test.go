@@ -31,9 +31,7 @@ func TestFlannelOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	startControllerManagerOn(t, cluster, 0) // signs the hubs' serving certificates
-	approve, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go approveServing(approve, "system:node:flannel-a", "system:node:flannel-b")
+	approveServing(t, "system:node:flannel-a", "system:node:flannel-b")
 	token := flannelToken(t, ctx)
 	a, b := flannelNodes(t, ctx)
 	const port = 8080
@@ -180,12 +178,12 @@ func flannelOfflineStop(t *testing.T, a, b *flannelNode, r offlineRestart) {
 	}
 	hubHealth(t, a, 0)
 	if r.addr != "" {
-		a.ns.mustIP(t, "addr", "del", a.addr, "dev", a.link()) // first: it takes its secondaries along
-		a.ns.mustIP(t, "addr", "add", r.addr, "dev", a.link())
+		a.ns.mustRunIP(t, "addr", "del", a.addr, "dev", a.link()) // first: it takes its secondaries along
+		a.ns.mustRunIP(t, "addr", "add", r.addr, "dev", a.link())
 		a.moved, a.addr = a.addr, r.addr
 	}
-	if ok, _, _ := a.ns.hasRoute(b.podCIDR, b.gateway()); ok {
-		a.ns.mustIP(t, "route", "del", b.podCIDR)
+	if ok, _, _ := a.ns.routesVia(b.podCIDR, b.gateway()); ok {
+		a.ns.mustRunIP(t, "route", "del", b.podCIDR)
 	}
 	if err := os.Remove(a.fl.SubnetFile); err != nil {
 		t.Fatal(err)

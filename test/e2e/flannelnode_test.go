@@ -75,9 +75,9 @@ func flannelNodes(t *testing.T, ctx context.Context) (a, b *flannelNode) {
 		})
 		n.ns = newNetns(t)
 	}
-	joinNetns(t, a.ns, b.ns, "veth-a", a.addr, "veth-b", b.addr)
-	a.ns.addPod(t, "cni0", a.pod)
-	b.ns.addPod(t, "cni0", b.pod)
+	vethJoin(t, a.ns, b.ns, "veth-a", a.addr, "veth-b", b.addr)
+	a.ns.addPodAddr(t, "cni0", a.pod)
+	b.ns.addPodAddr(t, "cni0", b.pod)
 	return a, b
 }
 
@@ -165,7 +165,7 @@ func (n *flannelNode) programmed(other *flannelNode) error {
 	if env := n.subnetEnv(); !strings.Contains(env, want+"\n") {
 		return errorf("%s: subnet.env %q lacks %s", n.name, env, want)
 	}
-	ok, routes, err := n.ns.hasRoute(other.podCIDR, other.gateway())
+	ok, routes, err := n.ns.routesVia(other.podCIDR, other.gateway())
 	if err != nil || !ok {
 		return errorf("%s: no route to %s via %s (%v): %s", n.name, other.podCIDR, other.gateway(), err, routes)
 	}
@@ -179,8 +179,13 @@ func servePod(t *testing.T, n *flannelNode, port int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
 	go func() {
+		defer close(done)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -197,7 +202,7 @@ func servePod(t *testing.T, n *flannelNode, port int) {
 func podToPod(from, to *flannelNode, port int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := from.ns.DialFrom(ctx, from.pod, net.JoinHostPort(to.pod, strconv.Itoa(port)))
+	c, err := from.ns.DialFromAddr(ctx, from.pod, net.JoinHostPort(to.pod, strconv.Itoa(port)))
 	if err != nil {
 		return err
 	}
@@ -262,13 +267,22 @@ func hubHealth(t *testing.T, n *flannelNode, want float64) {
 }
 
 // approveServing approves the serving certificates the hubs of the named node users ask for, as
-// the cluster's approver would, until ctx ends.
-func approveServing(ctx context.Context, users ...string) {
-	for ctx.Err() == nil {
-		_, _ = cluster.ApprovePendingServingCSRs(ctx, users...)
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
+// the cluster's approver would, until the test ends.
+func approveServing(t *testing.T, users ...string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			_, _ = cluster.ApprovePendingServingCSRs(ctx, users...)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
 		}
-	}
+	}()
 }

@@ -15,8 +15,8 @@ import (
 // is a network namespace (newNetns), joined to the others by veth pairs; nothing touches the
 // host's own links.
 
-// ip runs ip(8) with args inside the namespace.
-func (ns *netns) ip(args ...string) (string, error) {
+// runIP runs ip(8) with args inside the namespace.
+func (ns *netns) runIP(args ...string) (string, error) {
 	out, err := exec.Command("nsenter", append([]string{"--net=" + ns.Path, "ip"}, args...)...).CombinedOutput()
 	if err != nil {
 		return string(out), errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -24,46 +24,46 @@ func (ns *netns) ip(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// mustIP runs ip(8) in the namespace and fails the test if it fails.
-func (ns *netns) mustIP(t *testing.T, args ...string) string {
+// mustRunIP runs ip(8) in the namespace and fails the test if it fails.
+func (ns *netns) mustRunIP(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := ns.ip(args...)
+	out, err := ns.runIP(args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
-// joinNetns links a and b with a veth pair, linkA (addrA, a CIDR) in a and linkB (addrB) in b,
+// vethJoin links a and b with a veth pair, linkA (addrA, a CIDR) in a and linkB (addrB) in b,
 // both up: the two nodes' segment.
-func joinNetns(t *testing.T, a, b *netns, linkA, addrA, linkB, addrB string) {
+func vethJoin(t *testing.T, a, b *netns, linkA, addrA, linkB, addrB string) {
 	t.Helper()
-	a.mustIP(t, "link", "add", linkA, "type", "veth", "peer", "name", linkB)
+	a.mustRunIP(t, "link", "add", linkA, "type", "veth", "peer", "name", linkB)
 	// ip(8) moves a link into a namespace named by a process: a thread of this test held in b.
 	if err := b.do(func() error {
-		_, err := a.ip("link", "set", linkB, "netns", strconv.Itoa(unix.Gettid()))
+		_, err := a.runIP("link", "set", linkB, "netns", strconv.Itoa(unix.Gettid()))
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	a.mustIP(t, "addr", "add", addrA, "dev", linkA)
-	a.mustIP(t, "link", "set", linkA, "up")
-	b.mustIP(t, "addr", "add", addrB, "dev", linkB)
-	b.mustIP(t, "link", "set", linkB, "up")
+	a.mustRunIP(t, "addr", "add", addrA, "dev", linkA)
+	a.mustRunIP(t, "link", "set", linkA, "up")
+	b.mustRunIP(t, "addr", "add", addrB, "dev", linkB)
+	b.mustRunIP(t, "link", "set", linkB, "up")
 }
 
-// addPod gives the namespace a pod's address: a /32 on a bridge named link (flannel's CNI plugin's
+// addPodAddr gives the namespace a pod's address: a /32 on a bridge named link (flannel's CNI plugin's
 // cni0 holds the pods' veths).
-func (ns *netns) addPod(t *testing.T, link, addr string) {
+func (ns *netns) addPodAddr(t *testing.T, link, addr string) {
 	t.Helper()
-	ns.mustIP(t, "link", "add", link, "type", "bridge")
-	ns.mustIP(t, "addr", "add", addr+"/32", "dev", link)
-	ns.mustIP(t, "link", "set", link, "up")
+	ns.mustRunIP(t, "link", "add", link, "type", "bridge")
+	ns.mustRunIP(t, "addr", "add", addr+"/32", "dev", link)
+	ns.mustRunIP(t, "link", "set", link, "up")
 }
 
-// DialFrom connects from inside the namespace with the source address from (a pod's), so the
+// DialFromAddr connects from inside the namespace with the source address from (a pod's), so the
 // answer must be routed back to it.
-func (ns *netns) DialFrom(ctx context.Context, from, addr string) (net.Conn, error) {
+func (ns *netns) DialFromAddr(ctx context.Context, from, addr string) (net.Conn, error) {
 	var c net.Conn
 	err := ns.do(func() (err error) {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
@@ -73,9 +73,9 @@ func (ns *netns) DialFrom(ctx context.Context, from, addr string) (net.Conn, err
 	return c, err
 }
 
-// hasRoute reports whether the namespace routes dst (a CIDR) via gw.
-func (ns *netns) hasRoute(dst, gw string) (bool, string, error) {
-	out, err := ns.ip("-4", "route", "show", dst)
+// routesVia reports whether the namespace routes dst (a CIDR) via gw.
+func (ns *netns) routesVia(dst, gw string) (bool, string, error) {
+	out, err := ns.runIP("-4", "route", "show", dst)
 	if err != nil {
 		return false, out, err
 	}
