@@ -27,6 +27,10 @@ func benchFlannel(restarts int) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("TestFlannelOffline: %w\n%s", err, out.String())
 	}
+	if strings.Contains(out.String(), "--- SKIP: TestFlannelOffline") {
+		fmt.Printf("\n## flannel: skipped (TestFlannelOffline needs root for its network namespaces)\n")
+		return nil
+	}
 	figures := map[string][]time.Duration{}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {

@@ -25,6 +25,9 @@ import (
 // address: flannel writes its new public-ip annotation offline once, and finds it in the hub's
 // cache at its next restart. One release (the shared control plane); ~15 s.
 func TestFlannelOffline(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
 	ctx := context.Background()
 	bin, err := harness.FlannelBinary()
 	if err != nil {

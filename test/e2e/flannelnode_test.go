@@ -97,6 +97,10 @@ func startNodeHub(t *testing.T, n *flannelNode) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As a cluster grants kube-proxy: the hub's shared store lists endpointslices as the node.
+	if err := cluster.BindNodeProxier(ctx, n.name); err != nil {
+		t.Fatal(err)
+	}
 	n.hub, err = cluster.StartHub(ctx, harness.HubOptions{Bin: nodehub, Dir: t.TempDir(), Servers: "https://" + n.api,
 		Args:     []string{"--node-name=" + n.name, "--client-cert=" + cert, "--client-key=" + key, "--heartbeat-timeout-seconds=1"},
 		Emulator: n.ns.wrapper(t, ""), NoWait: true})
