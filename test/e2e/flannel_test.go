@@ -137,7 +137,11 @@ func flannelOfflineRestart(t *testing.T, a, b *flannelNode, port int, r offlineR
 	if err := a.fl.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("flannel restart offline, routes programmed (hub restarted too: %v): %v", r.reboot, untilProgrammed(t, a, b))
+	moved := "" // bench's figures leave out the restarts after the address changed
+	if a.moved != "" {
+		moved = ", new address"
+	}
+	t.Logf("flannel restart offline, routes programmed (hub restarted too: %v%s): %v", r.reboot, moved, untilProgrammed(t, a, b))
 	if got := a.subnetEnv(); got != env {
 		t.Errorf("subnet.env offline %q, online %q", got, env)
 	}
