@@ -137,7 +137,8 @@ func (sv Serving) out(o *object, sel wire.Selector, pb bool) ([]byte, bool) {
 // ServeWatch answers a watch from the store: from the client's resourceVersion when the window
 // still holds what came after it (else 410 Expired, so it re-lists), or from the current state
 // as ADDED events for resourceVersion "" or "0" and for sendInitialEvents. It ends at
-// timeoutSeconds, when the client leaves, or when the client falls behind the window.
+// timeoutSeconds, when the client leaves, or when the client falls behind what the store's
+// bounds let the window keep for it (readers.go).
 func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 	ri := sv.Info
 	sel, err := wire.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)

@@ -17,8 +17,9 @@ import (
 type Store struct {
 	res Resource
 	// MaxEvents and MaxEventBytes bound the event window (defaults 500 and 2 MiB: under a steady
-	// 10 changes/s, almost a minute). A watch that falls behind it, or asks to start before it,
-	// gets 410 Expired and re-lists (from this store: no cloud traffic).
+	// 10 changes/s, almost a minute), beyond what an open watch has not read yet (readers.go). A
+	// watch that asks to start before it gets 410 Expired and re-lists (from this store: no cloud
+	// traffic).
 	MaxEvents     int
 	MaxEventBytes int64
 	// Refused, if set, is the back-off of its loop after a 403 or 404 (listwatch.Loop.Refused).
