@@ -32,7 +32,9 @@ const benchKubeletUA = "kubelet/v1.34.4 (linux/arm64) kubernetes/bench"
 // nodehub_cloud_bytes_total), then black-holes the link for -cloud-cut while 5 slice updates/s
 // go on, and prints what the return cost the apiserver (its own LIST and WATCH counts, its and
 // etcd's CPU, the bytes it sent) and how long a change made 3 s after the return took to reach
-// every kube-proxy-like client. YurtHub is not run here (no build of it in this harness).
+// every kube-proxy-like client, and how many of their EndpointSlice watches (list, then watch from
+// the list's resourceVersion, as client-go's reflector) ended in 410 (issue 29). YurtHub is not
+// run here (no build of it in this harness).
 func benchCloud(e *env, o options) error {
 	ctx := e.ctx
 	ns := "cloud"
