@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -34,7 +32,9 @@ const benchKubeletUA = "kubelet/v1.34.4 (linux/arm64) kubernetes/bench"
 // nodehub_cloud_bytes_total), then black-holes the link for -cloud-cut while 5 slice updates/s
 // go on, and prints what the return cost the apiserver (its own LIST and WATCH counts, its and
 // etcd's CPU, the bytes it sent) and how long a change made 3 s after the return took to reach
-// every kube-proxy-like client. YurtHub is not run here (no build of it in this harness).
+// every kube-proxy-like client, and how many of their EndpointSlice watches (list, then watch from
+// the list's resourceVersion, as client-go's reflector) ended in 410 (issue 29). YurtHub is not
+// run here (no build of it in this harness).
 func benchCloud(e *env, o options) error {
 	ctx := e.ctx
 	ns := "cloud"
@@ -131,48 +131,23 @@ func servingCerts(ctx context.Context, e *env, edges []*harness.Edge) (done func
 	}, nil
 }
 
-// cloudClient is one client's watch through a hub; a JSON watch remembers the last bench mark it
-// saw (the label bench-mark on an object).
-type cloudWatch struct {
-	mark atomic.Value // string
-}
+// cloudWatch is one client's watch through a hub, watched again (from "") when it ends.
+type cloudWatch struct{}
 
-func (w *cloudWatch) run(ctx context.Context, url, ua string, json bool) {
+func (w *cloudWatch) run(ctx context.Context, url, ua string) {
 	for ctx.Err() == nil {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		req.Header.Set("User-Agent", ua)
 		req.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
-		if json {
-			req.Header.Set("Accept", "application/json")
-		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			time.Sleep(time.Second)
 			continue
 		}
-		if !json {
-			_, _ = io.Copy(io.Discard, resp.Body)
-		} else {
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 64<<10), 4<<20)
-			for sc.Scan() {
-				line := sc.Text()
-				if i := strings.Index(line, `"bench-mark":"`); i >= 0 {
-					rest := line[i+len(`"bench-mark":"`):]
-					if j := strings.IndexByte(rest, '"'); j >= 0 {
-						w.mark.Store(rest[:j])
-					}
-				}
-			}
-		}
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		time.Sleep(time.Second) // a watch that ended: again, as an informer would (from "")
 	}
-}
-
-func (w *cloudWatch) has(mark string) bool {
-	v, _ := w.mark.Load().(string)
-	return v == mark
 }
 
 // apiCounts is the apiserver's account of requests by resource and verb: completed
@@ -267,24 +242,29 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 	if err := certsDone(); err != nil {
 		return err
 	}
-	var proxies []*cloudWatch
+	var proxies []*benchReflector
 	var wg sync.WaitGroup
-	watch := func(url, ua string, json bool) *cloudWatch {
+	watch := func(url, ua string) {
 		w := &cloudWatch{}
 		wg.Add(1)
-		go func() { defer wg.Done(); w.run(ctx, url, ua, json) }()
-		return w
+		go func() { defer wg.Done(); w.run(ctx, url, ua) }()
 	}
 	for i, h := range hubs {
 		node := edges[i].Name
 		byName := "fieldSelector=" + url("metadata.name="+node)
-		watch(h.ProxyURL+"/api/v1/nodes?watch=true&allowWatchBookmarks=true&"+byName, benchKubeletUA, false)
-		watch(h.ProxyURL+"/api/v1/pods?watch=true&allowWatchBookmarks=true&fieldSelector="+url("spec.nodeName="+node), benchKubeletUA, false)
-		watch(h.ProxyURL+"/api/v1/services?watch=true&allowWatchBookmarks=true", benchKubeletUA, false)
-		watch(h.ProxyURL+"/api/v1/services?watch=true&allowWatchBookmarks=true", kubeProxyUA, false)
-		proxies = append(proxies, watch(h.ProxyURL+"/apis/discovery.k8s.io/v1/endpointslices?watch=true&allowWatchBookmarks=true", kubeProxyUA, true))
-		watch(h.ProxyURL+"/api/v1/nodes?watch=true&allowWatchBookmarks=true&"+byName, kubeProxyUA, false)
-		watch(h.ProxyURL+"/apis/networking.k8s.io/v1/servicecidrs?watch=true&allowWatchBookmarks=true", kubeProxyUA, false)
+		watch(h.ProxyURL+"/api/v1/nodes?watch=true&allowWatchBookmarks=true&"+byName, benchKubeletUA)
+		watch(h.ProxyURL+"/api/v1/pods?watch=true&allowWatchBookmarks=true&fieldSelector="+url("spec.nodeName="+node), benchKubeletUA)
+		watch(h.ProxyURL+"/api/v1/services?watch=true&allowWatchBookmarks=true", benchKubeletUA)
+		watch(h.ProxyURL+"/api/v1/services?watch=true&allowWatchBookmarks=true", kubeProxyUA)
+		slices := &benchReflector{} // list, then watch from the list's resourceVersion, as client-go
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slices.run(ctx, h.ProxyURL+"/apis/discovery.k8s.io/v1/endpointslices", kubeProxyUA)
+		}()
+		proxies = append(proxies, slices)
+		watch(h.ProxyURL+"/api/v1/nodes?watch=true&allowWatchBookmarks=true&"+byName, kubeProxyUA)
+		watch(h.ProxyURL+"/apis/networking.k8s.io/v1/servicecidrs?watch=true&allowWatchBookmarks=true", kubeProxyUA)
 		wg.Add(1)
 		go func() { // kubelet's node status loop reads its node, and its lease controller its lease
 			defer wg.Done()
@@ -335,6 +315,13 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 	if err != nil {
 		return err
 	}
+	relisted := func() (gone, lists int64) {
+		for _, r := range proxies {
+			gone, lists = gone+r.gone.Load(), lists+r.lists.Load()
+		}
+		return gone, lists
+	}
+	gone0, lists0 := relisted()
 	if err := relay.BlackHole(); err != nil {
 		return err
 	}
@@ -396,6 +383,9 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 	fmt.Printf("cloud_return_%s_%d\tLISTs/WATCHes the apiserver began in the return's first %v: %s\n", mode, n, time.Since(back).Round(time.Second), strings.Join(costs, ", "))
 	fmt.Printf("cloud_return_%s_%d_cost\t%.2f MB sent by the apiserver, %.1f s apiserver+etcd CPU (same window); a change made 3 s after the return reached all %d kube-proxy-like clients %v after it was made\n",
 		mode, n, float64(relay.FromServer.Load()-bytes0)/1e6, (cpu() - cpu0).Seconds(), n, took.Round(10*time.Millisecond))
+	gone1, lists1 := relisted()
+	fmt.Printf("cloud_return_%s_%d_410\t%d kube-proxy-like clients' EndpointSlice watches (list, then watch from its resourceVersion, as client-go) ended in 410 on the cut and return (of %d clients); they listed %d times\n",
+		mode, n, gone1-gone0, n, lists1-lists0)
 	cancel()
 	wg.Wait()
 	return nil

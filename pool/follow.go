@@ -21,10 +21,13 @@ type Follower struct {
 // bounds, or f fell behind its event window; errNotSynced before its first list): the caller
 // follows it again once it is Synced, or reads the resource some other way.
 func (s *Store) Follow(ctx context.Context, f Follower) error {
+	rd := s.addReader() // the window keeps what f has not been told (readers.go)
+	defer s.removeReader(rd)
 	objs, _, cursor, err := s.snapshot()
 	if err != nil {
 		return err
 	}
+	rd.cursor.Store(cursor)
 	items := make([][]byte, len(objs))
 	for i, o := range objs {
 		items[i] = o.raw
@@ -33,7 +36,7 @@ func (s *Store) Follow(ctx context.Context, f Follower) error {
 	f.List(items)
 	items = nil
 	for {
-		evs, next, wake, err := s.next(cursor)
+		evs, next, _, wake, err := s.read(rd, cursor)
 		if err != nil {
 			return err
 		}

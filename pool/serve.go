@@ -137,7 +137,8 @@ func (sv Serving) out(o *object, sel wire.Selector, pb bool) ([]byte, bool) {
 // ServeWatch answers a watch from the store: from the client's resourceVersion when the window
 // still holds what came after it (else 410 Expired, so it re-lists), or from the current state
 // as ADDED events for resourceVersion "" or "0" and for sendInitialEvents. It ends at
-// timeoutSeconds, when the client leaves, or when the client falls behind the window.
+// timeoutSeconds, when the client leaves, or when the client falls behind what the store's
+// bounds let the window keep for it (readers.go).
 func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 	ri := sv.Info
 	sel, err := wire.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
@@ -147,6 +148,8 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 	}
 	pb := ri.Accept.IsProtobuf()
 	initial := ri.SendInitialEvents || ri.ResourceVersion == "" || ri.ResourceVersion == "0"
+	rd := s.addReader() // from now on the window keeps what this watch has not read
+	defer s.removeReader(rd)
 	var from, cursor uint64
 	var objs []*object
 	if initial {
@@ -167,6 +170,7 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	rd.cursor.Store(cursor)
 	ww := wire.StartWatch(w, pb, 0)
 	ww.APIVersion, ww.Kind = s.itemType()
 	if sv.Revisions != nil && initial {
@@ -193,8 +197,9 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	sent := from // the resourceVersion a bookmark may carry: never past an event not sent yet
 	for {
-		evs, nextCursor, wake, err := s.next(cursor)
+		evs, nextCursor, rv, wake, err := s.read(rd, cursor)
 		if err != nil {
 			obj, _ := wire.EncodeStatus(expiredStatus(ri), pb)
 			ww.Send(wire.EventError, obj)
@@ -214,6 +219,7 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 		if len(evs) > 0 && !ww.Flush() {
 			return
 		}
+		sent = max(sent, rv)
 		var revised <-chan struct{}
 		if sv.Revisions != nil {
 			var ok bool
@@ -233,8 +239,7 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 				return
 			}
 			if ri.AllowWatchBookmarks {
-				rv := strconv.FormatUint(max(s.ResourceVersion(), from), 10)
-				if !ww.Bookmark(rv, false) || !ww.Flush() {
+				if !ww.Bookmark(strconv.FormatUint(sent, 10), false) || !ww.Flush() {
 					return
 				}
 			}

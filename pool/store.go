@@ -17,8 +17,9 @@ import (
 type Store struct {
 	res Resource
 	// MaxEvents and MaxEventBytes bound the event window (defaults 500 and 2 MiB: under a steady
-	// 10 changes/s, almost a minute). A watch that falls behind it, or asks to start before it,
-	// gets 410 Expired and re-lists (from this store: no cloud traffic).
+	// 10 changes/s, almost a minute), beyond what an open watch has not read yet (readers.go). A
+	// watch that asks to start before it gets 410 Expired and re-lists (from this store: no cloud
+	// traffic).
 	MaxEvents     int
 	MaxEventBytes int64
 	// Refused, if set, is the back-off of its loop after a 403 or 404 (listwatch.Loop.Refused).
@@ -45,7 +46,8 @@ type Store struct {
 	// one): they count against MaxObjects and MaxBytes with the objects (window.go).
 	keptBytes  int64
 	keptN      int
-	wake       chan struct{} // closed at each change
+	wake       chan struct{}        // closed at each change
+	readers    map[*reader]struct{} // the open watches' places in the window (readers.go)
 	apiVersion string
 	kind       string
 
@@ -343,6 +345,23 @@ func (s *Store) cursorAfter(rv uint64) (uint64, error) {
 func (s *Store) next(cursor uint64) ([]event, uint64, <-chan struct{}, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.nextLocked(cursor)
+}
+
+// read is next for an open watch: it moves the watch's place in the window (readers.go) and
+// returns the store's resourceVersion as of the events read, which a bookmark may carry.
+func (s *Store) read(r *reader, cursor uint64) ([]event, uint64, uint64, <-chan struct{}, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	evs, next, wake, err := s.nextLocked(cursor)
+	if err == nil {
+		r.cursor.Store(next)
+	}
+	return evs, next, s.rv, wake, err
+}
+
+// nextLocked is next (lock held).
+func (s *Store) nextLocked(cursor uint64) ([]event, uint64, <-chan struct{}, error) {
 	if cursor < s.first {
 		return nil, cursor, nil, ErrExpired
 	}

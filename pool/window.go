@@ -40,7 +40,8 @@ func (s *Store) current(o *object) bool { return s.objs[o.key()] == o }
 // windowOver reports whether the window must lose its oldest event: the objects and what the
 // window alone keeps are past the store's bounds, or it holds more events than objects the store
 // may hold; or, beyond the last keep events (a relist's difference, handed to the watches as one
-// batch while it fits the store's bounds), it is past MaxEvents or MaxEventBytes (lock held).
+// batch while it fits the store's bounds), it is past MaxEvents or MaxEventBytes and every open
+// watch has read its oldest event (readers.go) (lock held).
 func (s *Store) windowOver(keep int) bool {
 	maxN, maxB := s.bounds()
 	if len(s.objs)+s.keptN > maxN || s.objBytes+s.keptBytes > maxB || len(s.events) > maxN {
@@ -53,7 +54,7 @@ func (s *Store) windowOver(keep int) bool {
 	if b <= 0 {
 		b = 2 << 20
 	}
-	return len(s.events) > max(1, keep) && (len(s.events) > n || s.eventBytes > b)
+	return len(s.events) > max(1, keep) && (len(s.events) > n || s.eventBytes > b) && !s.unread()
 }
 
 // Held returns what the store holds against its bounds: the objects and the older copies its
