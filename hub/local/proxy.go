@@ -136,6 +136,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req *Request) 
 		p.discovery(w, r, req)
 		return
 	}
+	if ri.ShardSelector != "" && (ri.Verb == wire.VerbList || ri.Verb == wire.VerbWatch) {
+		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and a list or watch of one shard (shardSelector) cannot be answered from the cache")
+		return
+	}
 	switch ri.Verb {
 	case wire.VerbGet:
 		p.get(w, req)
