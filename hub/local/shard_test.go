@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +54,22 @@ func TestOfflineShardedListIsNotAnsweredFromTheWholeList(t *testing.T) {
 		if w.Code != tc.code {
 			t.Errorf("%q: %d, want %d", tc.query, w.Code, tc.code)
 		}
+	}
+}
+
+// Offline, a CBOR body (client-go preferring CBOR) is refused 415, after which client-go sends
+// JSON: the cache keeps JSON and protobuf only.
+func TestOfflineCBORBodyIsUnsupported(t *testing.T) {
+	p := newProxy(t)
+	r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/events", strings.NewReader("\xd9\xd9\xf7"))
+	r.Header.Set("Content-Type", "application/cbor")
+	ri, err := wire.ParseRequest(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, r, &Request{Info: ri, Own: "app", Shared: true})
+	if w.Code != http.StatusUnsupportedMediaType {
+		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 }
