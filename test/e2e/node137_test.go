@@ -148,8 +148,14 @@ func nodeDefaultsOffline(t *testing.T, c *harness.Cluster) {
 // rawGet sends a GET to the hub's proxy port as kubelet 1.37 (JSON) and returns status and body.
 func rawGet(t *testing.T, h *harness.Hub, path string) (int, string) {
 	t.Helper()
+	return rawGetAs(t, h, informerKubeletUA, path)
+}
+
+// rawGetAs is rawGet as the client ua.
+func rawGetAs(t *testing.T, h *harness.Hub, ua, path string) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, h.ProxyURL+path, nil)
-	req.Header.Set("User-Agent", informerKubeletUA)
+	req.Header.Set("User-Agent", ua)
 	req.Header.Set("Accept", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
