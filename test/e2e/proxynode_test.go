@@ -99,13 +99,14 @@ func (w *nodeWatcher) waitRequest(t *testing.T, since int, what string, ok func(
 	t.Helper()
 	eventually(t, 90*time.Second, what, func() error {
 		w.log.mu.Lock()
-		defer w.log.mu.Unlock()
-		for _, s := range w.log.seen[min(since, len(w.log.seen)):] {
+		seen := slices.Clone(w.log.seen)
+		w.log.mu.Unlock()
+		for _, s := range seen[min(since, len(seen)):] {
 			if ok(s) {
 				return nil
 			}
 		}
-		return errorf("requests since %d:%v", since, w.log)
+		return errorf("none of the requests since the %dth:%v", since, w.log)
 	})
 }
 
