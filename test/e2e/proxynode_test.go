@@ -28,6 +28,7 @@ import (
 // NodeManager ("hollow-proxy doesn't need node config"), so the test watches the hub's answers
 // with the same informer and records every exit kube-proxy would have taken.
 type nodeWatcher struct {
+	url     string // the hub's proxy port it talks to
 	log     *requestLog
 	factory informers.SharedInformerFactory
 	stop    chan struct{}
@@ -48,7 +49,7 @@ func nodeIPs(n *corev1.Node) []string {
 }
 
 func watchOwnNode(proxyURL string) *nodeWatcher {
-	w := &nodeWatcher{log: &requestLog{}, stop: make(chan struct{})}
+	w := &nodeWatcher{url: proxyURL, log: &requestLog{}, stop: make(chan struct{})}
 	cfg := (&harness.Hub{ProxyURL: proxyURL}).Config(informerProxyUA, true)
 	cfg.WrapTransport = w.log.wrap
 	w.factory = informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(cfg), 0,
@@ -110,8 +111,33 @@ func (w *nodeWatcher) waitRequest(t *testing.T, since int, what string, ok func(
 	})
 }
 
-func relisted(s seenRequest) bool {
-	return s.url.Query().Get("sendInitialEvents") == "true" && s.status == http.StatusOK
+// watching: a watch answered 200 (a watch-list, or a watch resumed from the last resourceVersion,
+// which the reflector sends after its watch ended).
+func watching(s seenRequest) bool {
+	return s.url.Query().Get("watch") == "true" && s.status == http.StatusOK
+}
+
+// answered: any answer (the hub without a cache refuses the watch-list of a restarted informer, or
+// holds a resumed watch open).
+func answered(s seenRequest) bool { return s.status != 0 }
+
+// restartSees plays kube-proxy restarted: a new node informer through proxyURL that must sync
+// with its node, at the IPs it had.
+func restartSees(t *testing.T, proxyURL string, ips []string, what string) {
+	t.Helper()
+	w := watchOwnNode(proxyURL)
+	defer w.shutdown()
+	eventually(t, 60*time.Second, what+": a restarted kube-proxy's node informer sees its node", func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.ips == nil {
+			return errorf("not yet")
+		}
+		if !slices.Equal(w.ips, ips) || len(w.exits) > 0 {
+			t.Fatalf("%s: a restarted kube-proxy saw IPs %v (want %v), exits %v", what, w.ips, ips, w.exits)
+		}
+		return nil
+	})
 }
 
 // ensureNodeWithIP makes the node (its kubelet does not run here) with an InternalIP, if it has none.
@@ -140,12 +166,14 @@ func ensureNodeWithIP(t *testing.T, ctx context.Context, c *harness.Cluster) {
 // return (a watch-list from the cloud): it never sees its Node go or its IPs change.
 // v1.37 only: kube-proxy watches its Node this way since v1.37.
 func TestKubeProxyNeverSeesItsNodeGo(t *testing.T) {
-	eachRelease(t, func(t *testing.T, c *harness.Cluster) {
-		if c.Release.Name == "v1.34" {
-			t.Skip("kube-proxy exits on its Node's deletion or new IPs only since v1.37")
-		}
-		kubeProxyNeverSeesItsNodeGo(t, c)
+	t.Run("v1.34", func(t *testing.T) {
+		t.Skip("kube-proxy exits on its Node's deletion or new IPs only since v1.37")
 	})
+	r, err := harness.ReleaseNamed("v1.37")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run(r.Name, func(t *testing.T) { kubeProxyNeverSeesItsNodeGo(t, clusterAt(t, r)) })
 }
 
 func kubeProxyNeverSeesItsNodeGo(t *testing.T, c *harness.Cluster) {
@@ -164,17 +192,28 @@ func kubeProxyNeverSeesItsNodeGo(t *testing.T, c *harness.Cluster) {
 	port := "--proxy-port=" + strconv.Itoa(h.ProxyPort) // every hub of the test: kube-proxy's server
 	w := watchOwnNode(h.ProxyURL)
 	defer w.shutdown()
-	w.waitRequest(t, 0, "online, the node informer's watch-list", relisted)
+	w.waitRequest(t, 0, "online, the node informer's watch-list", watching)
+	var ips []string
+	eventually(t, 30*time.Second, "online, the node informer sees its node", func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if ips = w.ips; ips == nil {
+			return errorf("not yet")
+		}
+		return nil
+	})
 	cacheWritten(t, h)
 
 	since := w.requests()
 	blackHole(t, h, relay)
-	w.waitRequest(t, since, "offline, a watch-list from the cache", relisted)
+	w.waitRequest(t, since, "offline, its watch again", watching)
+	restartSees(t, h.ProxyURL, ips, "offline")
 
 	since = w.requests()
 	h.Stop()
 	h = startHubOn(t, c, dir, relay.URL(), "--heartbeat-timeout-seconds=1", port)
-	w.waitRequest(t, since, "after the hub's offline restart, a watch-list from the cache", relisted)
+	w.waitRequest(t, since, "after the hub's offline restart, its watch again", watching)
+	restartSees(t, w.url, ips, "after the hub's offline restart")
 
 	// The cache dropped (the flash wiped) and the hub restarted, offline: nothing to answer from.
 	since = w.requests()
@@ -183,14 +222,14 @@ func kubeProxyNeverSeesItsNodeGo(t *testing.T, c *harness.Cluster) {
 		t.Fatal(err)
 	}
 	h = startHubNoCache(t, c, dir, relay.URL(), port)
-	w.waitRequest(t, since, "without a cache, offline, a refused watch-list", func(s seenRequest) bool { return s.status >= 500 })
+	w.waitRequest(t, since, "without a cache, offline, an answer", answered)
 
 	since = w.requests()
 	if err := relay.Pass(); err != nil {
 		t.Fatal(err)
 	}
-	w.waitRequest(t, since, "the cloud back, a watch-list from the cloud", relisted)
-	cacheWritten(t, h)
+	w.waitRequest(t, since, "the cloud back, its watch from the cloud", watching)
+	restartSees(t, w.url, ips, "the cloud back")
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -200,6 +239,7 @@ func kubeProxyNeverSeesItsNodeGo(t *testing.T, c *harness.Cluster) {
 	if len(w.exits) > 0 {
 		t.Fatalf("kube-proxy 1.37 would have exited: %s; it sent:%v", strings.Join(w.exits, "; "), w.log)
 	}
+	t.Logf("the node informer sent:%v", w.log)
 }
 
 // startHubNoCache starts a hub that cannot get ready (offline, nothing cached) and waits for its
