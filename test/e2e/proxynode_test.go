@@ -117,8 +117,7 @@ func watching(s seenRequest) bool {
 	return s.url.Query().Get("watch") == "true" && s.status == http.StatusOK
 }
 
-// answered: any answer (the hub without a cache refuses the watch-list of a restarted informer, or
-// holds a resumed watch open).
+// answered: any answer (the hub without a cache refuses a watch-list or a list: 404, never cached).
 func answered(s seenRequest) bool { return s.status != 0 }
 
 // restartSees plays kube-proxy restarted: a new node informer through proxyURL that must sync
@@ -162,7 +161,7 @@ func ensureNodeWithIP(t *testing.T, ctx context.Context, c *harness.Cluster) {
 // kube-proxy 1.37 exits when its Node is deleted or its node IPs change (kubernetes#138183): no
 // answer of the hub may show it either. Its Node informer, through the hub, through an outage
 // (its watch ended, a watch-list answered from the cache), an offline restart of the hub, a
-// hub restarted offline with its cache dropped (503s, never an empty list), and the cloud's
+// hub restarted offline with its cache dropped (its list refused, never answered empty), and the cloud's
 // return (a watch-list from the cloud): it never sees its Node go or its IPs change.
 // v1.37 only: kube-proxy watches its Node this way since v1.37.
 func TestKubeProxyNeverSeesItsNodeGo(t *testing.T) {
