@@ -4,7 +4,7 @@ import "testing"
 
 func TestWithoutCBOR(t *testing.T) {
 	for _, tc := range []struct {
-		in, out string
+		in, out       string
 		dropped, only bool
 	}{
 		{"application/json", "application/json", false, false},
