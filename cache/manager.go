@@ -102,8 +102,11 @@ func (m *Manager) Tee(ri *wire.RequestInfo, owner string, resp *http.Response) i
 	if err != nil {
 		return nil
 	}
-	st := &Stream{w: m.Writer, r: r, kind: kind, media: media, gzip: enc == "gzip", sel: sel, page: ri.Continue != "",
-		watchList: kind == StreamWatch && ri.SendInitialEvents}
+	// A page, or one shard of the collection (shardSelector), is a part of the list: its items
+	// are kept, but it is never recorded as the whole list its selectors name.
+	part := ri.Continue != "" || ri.ShardSelector != ""
+	st := &Stream{w: m.Writer, r: r, kind: kind, media: media, gzip: enc == "gzip", sel: sel, page: part,
+		watchList: kind == StreamWatch && ri.SendInitialEvents && !part}
 	return &teeBody{rc: resp.Body, st: st}
 }
 

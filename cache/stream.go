@@ -30,7 +30,7 @@ type Stream struct {
 	media wire.MediaType
 	gzip  bool
 	sel   wire.Selector
-	page  bool // a list page (limit/continue): its items are kept, its scope not reconciled
+	page  bool // a part of the list (a page, a shard): its items are kept, its scope not reconciled, nor moved on by a bookmark
 	// watchList is a watch with sendInitialEvents (a watch-list, client-go's list since 1.35):
 	// its ADDED events up to the BOOKMARK annotated k8s.io/initial-events-end are a list, recorded
 	// and reconciled at that bookmark as a LIST's answer is at its end.
@@ -288,6 +288,9 @@ func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
 				return b.endInitial(st, ev.Object)
 			}
 			return nil // mid-list: the recorded list moves on when this one is whole, not before
+		}
+		if st.page {
+			return nil // a shard's bookmark says nothing of the other shards' objects
 		}
 		if m, err := wire.ExtractMeta(ev.Object, b.r.Resource); err == nil && m.ResourceVersion != "" {
 			if b.bookmarks == nil {

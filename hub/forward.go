@@ -54,8 +54,12 @@ func (p *pipeline) newReverseProxy() *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The balancer sets scheme and host; the path and query go as the client sent them.
 			pr.Out.Host = ""
-			if q := requestOf(pr.In.Context()); q != nil && q.id == remote.Node {
+			q := requestOf(pr.In.Context())
+			if q != nil && q.id == remote.Node {
 				stripIdentityHeaders(pr.Out.Header)
+			}
+			if q != nil {
+				askWithoutCBOR(q.ri, pr.Out.Header) // cbor.go
 			}
 		},
 		Transport: balancerTransport{p.balancer},

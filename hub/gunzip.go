@@ -9,9 +9,9 @@ import (
 	"nodehub/wire"
 )
 
-// gunzipWatch makes a gzip-encoded watch answer plain as it streams: since v1.35 the apiserver
-// compresses watch answers (a watch-list's initial events above all) for a client that accepts
-// gzip, as client-go does by default. The uplink keeps the compressed bytes (they are counted
+// gunzipWatch makes a gzip-encoded watch answer plain as it streams: since v1.37 the apiserver
+// compresses watch-lists (sendInitialEvents; WatchListCompression), not regular watches, for a
+// client that accepts gzip, as client-go does by default. The uplink keeps the compressed bytes (they are counted
 // before this); the filters, the endpoint corrections and the cache's tee read the events, and
 // the node's client, on the same machine, reads them without the compression's CPU.
 func gunzipWatch(ri *wire.RequestInfo, resp *http.Response) {

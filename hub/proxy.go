@@ -195,7 +195,10 @@ func (p *pipeline) route(q *proxyRequest) route {
 			return routeNodeCopy
 		}
 		if q.store = p.pool.Store(q.ri); q.store != nil {
-			return routePool
+			if !cborOnly(q.ri, q.r) { // cbor.go
+				return routePool
+			}
+			q.store = nil
 		}
 	}
 	st := p.state.get()
@@ -278,6 +281,10 @@ func (p *pipeline) chainFor(q *proxyRequest) bool {
 	q.chain = p.counted(p.fixChain(q, p.filters.For(q.ri)))
 	if q.chain == nil {
 		return true
+	}
+	if cborOnly(q.ri, q.r) {
+		wire.WriteStatus(q.w, q.ri.Accept, http.StatusNotAcceptable, "nodehub: this answer goes through the hub's filters, which read JSON and protobuf, not CBOR: accept application/json")
+		return false
 	}
 	if q.chain.Uses("servicetopology") && !p.waitTopology(q.ctx) {
 		q.w.Header().Set("Retry-After", "1")

@@ -186,8 +186,8 @@ func (p *Pool) Store(ri *wire.RequestInfo) *Store {
 	if p == nil || !ri.IsResource || ri.Subresource != "" || ri.Accept.As != "" || ri.Name != "" {
 		return nil
 	}
-	if ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch || ri.ResourceVersionMatch == "Exact" || ri.Continue != "" {
-		return nil // a list at an exact past resourceVersion, or the next page of a list the cloud began, only the cloud can answer
+	if ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch || ri.ResourceVersionMatch == "Exact" || ri.Continue != "" || ri.ShardSelector != "" {
+		return nil // a list at an exact past resourceVersion, the next page of a list the cloud began, or one shard of it, only the cloud can answer
 	}
 	st := p.stores[Of(ri)]
 	if st == nil || !st.Synced() {
@@ -199,7 +199,7 @@ func (p *Pool) Store(ri *wire.RequestInfo) *Store {
 // Pending returns the store of the resource a list or watch addresses while it has not synced
 // yet (nil when there is none, or it has): a reader that can wait for it reads nothing twice.
 func (p *Pool) Pending(ri *wire.RequestInfo) *Store {
-	if p == nil || !ri.IsResource || ri.Subresource != "" || ri.Name != "" || ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch {
+	if p == nil || !ri.IsResource || ri.Subresource != "" || ri.Name != "" || ri.ShardSelector != "" || ri.Verb != wire.VerbList && ri.Verb != wire.VerbWatch {
 		return nil
 	}
 	st := p.stores[Of(ri)]

@@ -41,8 +41,11 @@ type RequestInfo struct {
 	Namespace, Name                       string
 
 	LabelSelector, FieldSelector string
-	ResourceVersion              string
-	ResourceVersionMatch         string
+	// ShardSelector is the shardSelector parameter (the apiserver's ShardedListAndWatch, alpha
+	// since v1.36): a list or watch of one shard of the collection, never the whole of it.
+	ShardSelector        string
+	ResourceVersion      string
+	ResourceVersionMatch string
 	// TimeoutSeconds is the list/watch timeoutSeconds parameter; 0 when absent.
 	TimeoutSeconds       int64
 	Limit                int64
@@ -185,7 +188,8 @@ const MaxSelectorBytes = 4096
 func (ri *RequestInfo) readQuery(q url.Values) error {
 	ri.LabelSelector = q.Get("labelSelector")
 	ri.FieldSelector = q.Get("fieldSelector")
-	for _, sel := range []struct{ name, v string }{{"labelSelector", ri.LabelSelector}, {"fieldSelector", ri.FieldSelector}} {
+	ri.ShardSelector = q.Get("shardSelector")
+	for _, sel := range []struct{ name, v string }{{"labelSelector", ri.LabelSelector}, {"fieldSelector", ri.FieldSelector}, {"shardSelector", ri.ShardSelector}} {
 		if len(sel.v) > MaxSelectorBytes {
 			return fmt.Errorf("%s is %d bytes long; at most %d are accepted", sel.name, len(sel.v), MaxSelectorBytes)
 		}

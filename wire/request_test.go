@@ -30,6 +30,8 @@ func TestParseURL(t *testing.T) {
 			RequestInfo{IsResource: true, Verb: "list", Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices", LabelSelector: "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name", Limit: 500, ResourceVersion: "0"}},
 		{"streaming list", "GET", "/api/v1/namespaces/kube-system/configmaps?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&watch=1",
 			RequestInfo{IsResource: true, Verb: "watch", Version: "v1", Resource: "configmaps", Namespace: "kube-system", AllowWatchBookmarks: true, ResourceVersionMatch: "NotOlderThan", SendInitialEvents: true, HasSendInitialEvents: true}},
+		{"a sharded list", "GET", "/api/v1/pods?shardSelector=shardRange%28object.metadata.uid%2C+%270x0%27%2C+%270x8000000000000000%27%29",
+			RequestInfo{IsResource: true, Verb: "list", Version: "v1", Resource: "pods", ShardSelector: "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')"}},
 		{"kubectl logs", "GET", "/api/v1/namespaces/default/pods/p/log?container=c",
 			RequestInfo{IsResource: true, Verb: "get", Version: "v1", Resource: "pods", Namespace: "default", Name: "p", Subresource: "log"}},
 		{"kubectl exec", "POST", "/api/v1/namespaces/default/pods/p/exec?command=sh&stdin=true&tty=true",

@@ -136,6 +136,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req *Request) 
 		p.discovery(w, r, req)
 		return
 	}
+	if ri.ShardSelector != "" && (ri.Verb == wire.VerbList || ri.Verb == wire.VerbWatch) {
+		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and a list or watch of one shard (shardSelector) cannot be answered from the cache")
+		return
+	}
+	if ri.ContentType.IsCBOR() && (ri.Verb == wire.VerbCreate || ri.Verb == wire.VerbUpdate) {
+		// client-go preferring CBOR sends JSON from then on (its answer to a 415).
+		p.status(w, req, http.StatusUnsupportedMediaType, "nodehub: the cloud is unreachable and a CBOR body cannot be kept offline: send JSON or protobuf")
+		return
+	}
 	switch ri.Verb {
 	case wire.VerbGet:
 		p.get(w, req)

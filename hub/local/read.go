@@ -416,7 +416,7 @@ func (p *Proxy) CanAnswer(r *http.Request, req *Request) bool {
 		_, _, err := p.lookup(req)
 		return err == nil
 	case wire.VerbList, wire.VerbWatch:
-		if req.Info.Verb == wire.VerbWatch && !req.Info.SendInitialEvents {
+		if req.Info.Verb == wire.VerbWatch && !req.Info.SendInitialEvents || req.Info.ShardSelector != "" {
 			return false
 		}
 		pl, err := p.planList(req)
