@@ -71,8 +71,10 @@ func benchProfile(e *env, o options) error {
 	}
 	time.Sleep(o.idle / 2)
 	idle60, _ := rssKiB(h)
+	idleCPU0, _ := cpuTime(h.Pid())
 	time.Sleep(o.idle / 2)
 	idle, _ := rssKiB(h)
+	idleCPU1, _ := cpuTime(h.Pid())
 	idleSplit := rssSplit(h)
 	startPeak, _ := procStatusKiB(h.Pid(), "VmHWM") // the start-up peak: the stores' first lists, before any client
 	saveHeap("idle")
@@ -116,6 +118,7 @@ func benchProfile(e *env, o options) error {
 	// 2,000 Services and slices.
 	fmt.Printf("rss_before_clients_%v\t%.1f MiB\t\t(release build; the shared store holds the 2,000 objects; the idle goal is -only idle's)\n", o.idle/2, float64(idle60)/1024)
 	fmt.Printf("rss_before_clients_%v\t%.1f MiB\t\t%s\n", o.idle, float64(idle)/1024, idleSplit)
+	fmt.Printf("cpu_idle_per_minute\t%.3f s\t\t(the hub's CPU time over the second half of the idle period, per minute)\n", (idleCPU1-idleCPU0).Seconds()*float64(time.Minute)/float64(o.idle/2))
 	fmt.Printf("rss_startup_peak\t%.1f MiB\tgoal ≤ 24 MiB\t(VmHWM before any client: start, the shared stores' first lists of the 2,000 objects, caching them)\n", float64(startPeak)/1024)
 	lists.print("")
 	fmt.Printf("rss_after_initial_lists\t%.1f MiB\tgoal ≤ 16 MiB\t%s\n", float64(listed)/1024, listedSplit)
