@@ -119,6 +119,7 @@ func (st *Stream) parse(b *batch, data []byte) {
 					st.unchanged = err == nil && rec.Complete && m.ResourceVersion != "" && rec.ResourceVersion == m.ResourceVersion && !st.page
 				},
 				Item: func(raw []byte) error { return st.cur.put(st, raw) },
+				Skip: func() bool { return st.unchanged }, // put keeps nothing of an unchanged list
 			})
 		}
 		_, err = st.list.Write(data)
