@@ -79,12 +79,13 @@ func benchHop(b *testing.B, path, ua, accept string) {
 		base string
 	}{{"direct", cloudClient, f.cloud.srv.URL}, {"hub", hubClient, f.url}} {
 		b.Run(c.name, func(b *testing.B) {
-			hopGet(b, c.cl, c.base+path, ua, accept) // the connections are open before the clock starts
+			n := hopGet(b, c.cl, c.base+path, ua, accept) // the connections are open before the clock starts
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				hopGet(b, c.cl, c.base+path, ua, accept)
 			}
+			b.ReportMetric(float64(n), "body-bytes")
 		})
 	}
 	if f.hub.cache != nil {
@@ -92,7 +93,7 @@ func benchHop(b *testing.B, path, ua, accept string) {
 	}
 }
 
-func hopGet(b *testing.B, cl *http.Client, url, ua, accept string) {
+func hopGet(b *testing.B, cl *http.Client, url, ua, accept string) int64 {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -108,4 +109,5 @@ func hopGet(b *testing.B, cl *http.Client, url, ua, accept string) {
 	if err != nil || resp.StatusCode != http.StatusOK || n == 0 {
 		b.Fatalf("%s: %d, %d bytes, %v", url, resp.StatusCode, n, err)
 	}
+	return n
 }
