@@ -30,12 +30,6 @@ const (
 	startupSettle = 15 * time.Second
 	trimEvery     = 5 * time.Second
 	trimAbove     = 1 << 20
-	// During a burst the binary's pages are looked at every second and dropped past imageHigh: a
-	// burst's code touches most of the binary within a second or two (10.7 of 13 MiB at the node
-	// profile's peak, with the anonymous memory at 9.5). An idle or steadily busy hub stays below
-	// it (1.5–5 MiB), so this costs it one read of /proc/self/statm a second.
-	imageCheckEvery = time.Second
-	imageHigh       = 6 << 20
 )
 
 // heapSample is what giveBackMemory reads of the runtime at each tick.
@@ -49,8 +43,6 @@ var heapSample = []metrics.Sample{
 func giveBackMemory(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
-	check := time.NewTicker(imageCheckEvery)
-	defer check.Stop()
 	settled := time.NewTimer(startupSettle)
 	defer settled.Stop()
 	image := false // the binary's pages are dropped once start-up has settled
@@ -65,10 +57,6 @@ func giveBackMemory(ctx context.Context, log *slog.Logger) {
 		case <-t.C:
 			trimHeap()
 			if image {
-				dropImage(log)
-			}
-		case <-check.C:
-			if image && residentFileBytes() > imageHigh {
 				dropImage(log)
 			}
 		}
@@ -91,21 +79,6 @@ func trimHeap() bool {
 		return true
 	}
 	return false
-}
-
-// residentFileBytes is how much of the process's file-backed (and shared) memory is resident: the
-// binary's pages (/proc/self/statm's third field); 0 when it cannot be read.
-func residentFileBytes() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[2], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 // dropImage drops the binary's read-only pages from the resident set.

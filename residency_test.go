@@ -72,19 +72,3 @@ func TestTrimHeapCollectsABurstsGarbage(t *testing.T) {
 	}
 	_ = sink
 }
-
-// What giveBackMemory reads each second to see a burst's pages: the binary's resident pages,
-// which a drop takes below imageHigh.
-func TestResidentFileBytesFollowsTheDrop(t *testing.T) {
-	status := rssFileKiB(t)
-	before := residentFileBytes() // read after: pages only come back in between, none leave
-	if before < status<<10 {      // statm's shared counts the file pages and shared memory
-		t.Fatalf("statm says %d bytes resident from files, status %d KiB", before, status)
-	}
-	if _, err := unmapReadOnlyImage(); err != nil {
-		t.Fatal(err)
-	}
-	if after := residentFileBytes(); after >= before || after > imageHigh {
-		t.Fatalf("%d bytes resident from files after the drop (%d before)", after, before)
-	}
-}
