@@ -14,52 +14,77 @@ import (
 )
 
 // Memory the hub holds but no longer uses is given back to the node, whose pods need it more:
-//   - when start-up has settled, the pages of the binary's read-only segments that start-up
-//     touched (every package's init, k8s.io/api's tables — with the kernel mapping 64 KiB around
-//     each page it faults in) are dropped from the resident set, and again every 30 s: what the
-//     hub's periodic work faults in between is less than what accumulates over minutes (measured,
-//     a plain idle hub: at most 11.6 MiB RSS from 60 to 120 s instead of 12.2–12.5; docs/figures.md);
-//   - every few seconds, when the Go heap holds more than a MiB of free pages (after a burst: a big
-//     list, many watches starting), they are returned to the kernel at once rather than over
-//     minutes by the runtime's background scavenger.
+//   - when start-up has settled, and then every few seconds, the pages of the binary's read-only
+//     segments are dropped from the resident set: what start-up touched (every package's init,
+//     k8s.io/api's tables), and what a burst touched (the node's clients' first lists run code
+//     that idle watches never do), with the kernel mapping the 64 KiB around each page it faults
+//     in (a burst left 10.6 of the binary's 13 MiB resident). What stays in use comes back at its
+//     next touch from the page cache: a minor fault, nothing read from flash; measured ~1 ms of CPU
+//     a minute (cpu_idle_per_minute of `-only profile`, docs/figures.md);
+//   - every few seconds, when the Go heap holds more than a MiB of free pages, or more than a MiB
+//     of garbage beyond what the last collection found live (a burst's leftovers: the heap grows
+//     to twice the live heap before the collector runs, and an idle hub never reaches that), it
+//     is collected and its free pages are returned to the kernel at once rather than over minutes
+//     by the runtime's background scavenger.
 const (
 	startupSettle = 15 * time.Second
 	trimEvery     = 5 * time.Second
 	trimAbove     = 1 << 20
-	// imageTrimEvery: how often the binary's pages are dropped again. Those still in use come back
-	// at their next touch from the page cache (a minor fault; nothing is read from flash).
-	imageTrimEvery = 30 * time.Second
 )
+
+// heapSample is what giveBackMemory reads of the runtime at each tick.
+var heapSample = []metrics.Sample{
+	{Name: "/memory/classes/heap/free:bytes"},
+	{Name: "/memory/classes/heap/objects:bytes"},
+	{Name: "/gc/heap/live:bytes"},
+}
 
 // giveBackMemory runs until ctx ends.
 func giveBackMemory(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
-	image := time.NewTimer(startupSettle)
-	defer image.Stop()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
-	settled := false
+	settled := time.NewTimer(startupSettle)
+	defer settled.Stop()
+	image := false // the binary's pages are dropped once start-up has settled
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-image.C:
-			if !settled {
-				settled = true
-				debug.FreeOSMemory()
-			}
-			image.Reset(imageTrimEvery)
-			if n, err := unmapReadOnlyImage(); err != nil {
-				log.Debug("the binary's pages not dropped", "err", err)
-			} else {
-				log.Debug("the binary's pages dropped from the resident set", "bytes", n)
-			}
+		case <-settled.C:
+			image = true
+			debug.FreeOSMemory()
+			dropImage(log)
 		case <-t.C:
-			metrics.Read(sample)
-			if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > trimAbove {
-				debug.FreeOSMemory()
+			trimHeap()
+			if image {
+				dropImage(log)
 			}
 		}
+	}
+}
+
+// trimHeap collects the heap and returns its free pages when it holds more than trimAbove free,
+// or more than trimAbove of garbage; it reports whether it did.
+func trimHeap() bool {
+	metrics.Read(heapSample)
+	var v [3]uint64
+	for i, s := range heapSample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	free, objects, live := v[0], v[1], v[2]
+	if free > trimAbove || objects > live+trimAbove {
+		debug.FreeOSMemory()
+		return true
+	}
+	return false
+}
+
+// dropImage drops the binary's read-only pages from the resident set.
+func dropImage(log *slog.Logger) {
+	if _, err := unmapReadOnlyImage(); err != nil {
+		log.Debug("the binary's pages not dropped", "err", err)
 	}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,4 +47,28 @@ func TestUnmapReadOnlyImage(t *testing.T) {
 		t.Errorf("RssFile %d KiB after the drop, %d before", after, before)
 	}
 	t.Logf("RssFile %d -> %d KiB (%d bytes of mappings dropped)", before, after, n)
+}
+
+// A burst's garbage is collected and given back at the next tick, though the heap has not grown
+// to where the collector would run by itself (it is off here: nothing else collects).
+func TestTrimHeapCollectsABurstsGarbage(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	debug.FreeOSMemory()
+	var sink [][]byte
+	for i := 0; i < 4096; i++ { // 4 MiB, dropped at once
+		sink = append(sink, make([]byte, 1024))
+	}
+	sink = nil
+	if !trimHeap() {
+		t.Fatal("4 MiB of garbage left in the heap")
+	}
+	metrics.Read(heapSample)
+	free, objects, live := heapSample[0].Value.Uint64(), heapSample[1].Value.Uint64(), heapSample[2].Value.Uint64()
+	if free > trimAbove || objects > live+trimAbove {
+		t.Fatalf("after the trim: %d bytes free, %d of objects, %d live", free, objects, live)
+	}
+	if trimHeap() {
+		t.Fatal("trimmed again with nothing to give back")
+	}
+	_ = sink
 }

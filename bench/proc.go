@@ -100,3 +100,33 @@ func sampleRSS(h *harness.Hub) func() int64 {
 		return <-peak
 	}
 }
+
+// samplePeakSplit samples the hub's RSS every 50 ms until the returned function is called, which
+// returns how the highest sample split: anonymous and the binary's pages.
+func samplePeakSplit(h *harness.Hub) func() string {
+	done := make(chan struct{})
+	out := make(chan string, 1)
+	go func() {
+		var max, anon, file int64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			r, err1 := procStatusKiB(h.Pid(), "VmRSS")
+			a, err2 := procStatusKiB(h.Pid(), "RssAnon")
+			f, err3 := procStatusKiB(h.Pid(), "RssFile")
+			if err1 == nil && err2 == nil && err3 == nil && r > max {
+				max, anon, file = r, a, f
+			}
+			select {
+			case <-done:
+				out <- fmt.Sprintf("(at the highest sample: anonymous %.1f MiB, the binary's pages %.1f MiB)", float64(anon)/1024, float64(file)/1024)
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() string {
+		close(done)
+		return <-out
+	}
+}

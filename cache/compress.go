@@ -50,23 +50,24 @@ func storedForm(sc *scratch, hdr, body []byte) (hfield []byte, flags byte, tail 
 
 // openHeader returns a put record's header alone: of a compressed record, only as much is
 // decoded as holds the header (start-up indexes every record, superseded ones too, and reads no
-// body).
-func (p payload) openHeader() ([]byte, error) {
+// body). A compressed record's header is decoded into buf (nil: a new one), whose bytes it may
+// overwrite; scratch is the buffer to decode the next one into (buf, or a larger one).
+func (p payload) openHeader(buf []byte) (hdr, scratch []byte, err error) {
 	if p.flags&^flagJoint != 0 {
-		return nil, fmt.Errorf("%w: unknown record flags %#x", ErrCorrupt, p.flags)
+		return nil, buf, fmt.Errorf("%w: unknown record flags %#x", ErrCorrupt, p.flags)
 	}
 	if p.flags&flagJoint == 0 {
-		return p.header, nil
+		return p.header, buf, nil
 	}
 	hl, k := binary.Uvarint(p.body)
 	if k <= 0 || hl > maxHeader {
-		return nil, fmt.Errorf("%w: compressed record", ErrCorrupt)
+		return nil, buf, fmt.Errorf("%w: compressed record", ErrCorrupt)
 	}
-	plain, err := lzDecodePrefix(p.body[k:], int(hl), int(hl)+maxBody)
+	plain, err := lzDecodeTo(buf[:0], p.body[k:], int(hl)+maxBody, int(hl))
 	if err != nil || uint64(len(plain)) < hl {
-		return nil, fmt.Errorf("%w: compressed record: %v", ErrCorrupt, err)
+		return nil, buf, fmt.Errorf("%w: compressed record: %v", ErrCorrupt, err)
 	}
-	return plain[:hl], nil
+	return plain[:hl], plain[:0], nil
 }
 
 // open returns a put record's header and body as they were stored.

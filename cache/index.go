@@ -81,7 +81,8 @@ func (l *rlog) apply(off int64, n uint32, p payload, target *rec) {
 
 func (l *rlog) applyPut(off int64, n uint32, p payload, owner int32, r *rec) {
 	if r == nil {
-		hdr, err := p.openHeader()
+		hdr, scratch, err := p.openHeader(l.hdrBuf)
+		l.hdrBuf = scratch // the next record's header is decoded into it: headerRV copies what it keeps
 		if err != nil {
 			l.unopened = true // its object is lost: no list that held it is whole
 			return

@@ -141,13 +141,8 @@ func lzDecode(src []byte, max int) ([]byte, error) {
 	return lzDecodeTo(make([]byte, 0, size), src, max, max+1)
 }
 
-// lzDecodePrefix decodes at least the first want bytes of src (a whole sequence more, at most),
-// for a record's header without its body.
-func lzDecodePrefix(src []byte, want, max int) ([]byte, error) {
-	return lzDecodeTo(make([]byte, 0, min(want+4096, max)), src, max, want)
-}
-
-// lzDecodeTo decodes src into dst, stopping once it holds stop bytes.
+// lzDecodeTo decodes src into dst, stopping once it holds stop bytes (a whole sequence more, at
+// most: a record's header without its body).
 func lzDecodeTo(dst, src []byte, max, stop int) ([]byte, error) {
 	var err error
 	ext := func(i, n int) (int, int, error) {

@@ -107,19 +107,35 @@ func (m *Manager) Tee(ri *wire.RequestInfo, owner string, resp *http.Response) i
 	part := ri.Continue != "" || ri.ShardSelector != ""
 	st := &Stream{w: m.Writer, r: r, kind: kind, media: media, gzip: enc == "gzip", sel: sel, page: part,
 		watchList: kind == StreamWatch && ri.SendInitialEvents && !part}
-	return &teeBody{rc: resp.Body, st: st}
+	return newTeeBody(resp.Body, st)
 }
 
-// teeBody reads the cloud's body for the client and copies what it read into a Stream.
+// teeBody reads the cloud's body for the client and copies what it read into a Stream. A body
+// held whole (wire.Whole: a get or list the filters rewrote) is handed to the Stream as it is, at
+// the first read, instead of copied piece by piece: its bytes never change.
 type teeBody struct {
 	rc    io.ReadCloser
 	st    *Stream
+	whole *wire.Whole // the body, when held whole and not yet handed on
+	given bool        // the whole body went to the Stream: reads copy nothing
 	ended bool
 }
 
+func newTeeBody(rc io.ReadCloser, st *Stream) *teeBody {
+	t := &teeBody{rc: rc, st: st}
+	if w, ok := rc.(*wire.Whole); ok && w.Len() == len(w.Bytes()) {
+		t.whole = w
+	}
+	return t
+}
+
 func (t *teeBody) Read(p []byte) (int, error) {
+	if t.whole != nil {
+		t.st.keep(t.whole.Bytes())
+		t.whole, t.given = nil, true
+	}
 	n, err := t.rc.Read(p)
-	if n > 0 {
+	if n > 0 && !t.given {
 		t.st.Write(p[:n])
 	}
 	if err != nil && !t.ended {
@@ -159,5 +175,5 @@ func (m *Manager) TeeDiscovery(path string, resp *http.Response) io.ReadCloser {
 	}
 	ct := resp.Header.Get("Content-Type")
 	st := &Stream{w: m.Writer, r: discoveryResource, kind: StreamDiscovery, discoveryPath: path, discoveryType: ct}
-	return &teeBody{rc: resp.Body, st: st}
+	return newTeeBody(resp.Body, st)
 }

@@ -22,6 +22,7 @@ type rlog struct {
 	unopened bool
 	buf      []byte
 	byOff    map[int64]*rec // while loading: put records by offset, for ref records
+	hdrBuf   []byte         // what a record's header is decoded into to index it (l.mu)
 }
 
 func newRlog(s *Store, name string) *rlog {
@@ -59,7 +60,7 @@ func (l *rlog) load() error {
 		return err
 	}
 	l.byOff = map[int64]*rec{}
-	defer func() { l.byOff = nil }()
+	defer func() { l.byOff, l.hdrBuf = nil, nil }()
 	l.unopened = false
 	size, lost := l.scan(size, func(off int64, n uint32, b []byte) bool {
 		p, err := decodePayload(b)

@@ -60,10 +60,18 @@ type Stream struct {
 // Write hands a copy of p to the resource's queue. It never blocks; when the queue budget is
 // exhausted the stream is abandoned and the resource marked incomplete.
 func (st *Stream) Write(p []byte) {
+	if len(p) > 0 && !st.broken.Load() {
+		st.keep(bytes.Clone(p))
+	}
+}
+
+// keep hands p itself to the resource's queue: p is never changed after (a copy, or a body held
+// whole).
+func (st *Stream) keep(p []byte) {
 	if len(p) == 0 || st.broken.Load() {
 		return
 	}
-	if !st.w.enqueue(st.r, op{st: st, data: bytes.Clone(p)}) {
+	if !st.w.enqueue(st.r, op{st: st, data: p}) {
 		st.broken.Store(true)
 		st.w.markDropped(st.r)
 	}
@@ -85,7 +93,11 @@ func (st *Stream) feed(b *batch, data []byte) {
 			st.buf = nil
 			return
 		}
-		st.buf = append(st.buf, data...)
+		if st.buf == nil {
+			st.buf = data[:len(data):len(data)] // the queue's bytes are the stream's: kept, not copied (an append copies)
+		} else {
+			st.buf = append(st.buf, data...)
+		}
 		return
 	}
 	st.parse(b, data)
@@ -107,6 +119,7 @@ func (st *Stream) parse(b *batch, data []byte) {
 					st.unchanged = err == nil && rec.Complete && m.ResourceVersion != "" && rec.ResourceVersion == m.ResourceVersion && !st.page
 				},
 				Item: func(raw []byte) error { return st.cur.put(st, raw) },
+				Skip: func() bool { return st.unchanged }, // put keeps nothing of an unchanged list
 			})
 		}
 		_, err = st.list.Write(data)

@@ -61,7 +61,7 @@ func (p *pipeline) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	resp.ContentLength = int64(len(out))
-	resp.Body = io.NopCloser(bytes.NewReader(out))
+	resp.Body = wire.NewWhole(out)
 }
 
 // readFiltered reads a get or list body whole, decompressed, failing past limit (never cutting

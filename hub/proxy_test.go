@@ -76,7 +76,7 @@ type fakeCloud struct {
 	reviews []seen
 }
 
-func newFakeCloud(t *testing.T) *fakeCloud {
+func newFakeCloud(t testing.TB) *fakeCloud {
 	t.Helper()
 	c := &fakeCloud{events: make(chan string), nodeEvents: make(chan string), slow: make(chan struct{}), inSlow: make(chan struct{}, 8)}
 	c.srv = httptest.NewUnstartedServer(http.HandlerFunc(c.serve))
@@ -231,7 +231,7 @@ type tlsNodeCreds struct {
 	cert tls.Certificate
 }
 
-func newTLSNodeCreds(t *testing.T, cloud *httptest.Server) *tlsNodeCreds {
+func newTLSNodeCreds(t testing.TB, cloud *httptest.Server) *tlsNodeCreds {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -262,7 +262,7 @@ type proxyFixture struct {
 	url   string // the proxy port
 }
 
-func newProxyFixture(t *testing.T, adjust func(*Config)) *proxyFixture {
+func newProxyFixture(t testing.TB, adjust func(*Config)) *proxyFixture {
 	t.Helper()
 	cloud := newFakeCloud(t)
 	cfg := Config{

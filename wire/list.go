@@ -26,7 +26,13 @@ func (m ListMeta) ItemKind() string { return strings.TrimSuffix(m.Kind, "List") 
 type ListHandler struct {
 	Meta func(ListMeta)
 	Item func(raw []byte) error
+	// Skip, when set and true, says the handler wants no more items: they are still read (the
+	// list is still checked whole) but not made standalone for Item.
+	Skip func() bool
 }
+
+// wants reports whether Item is to be called.
+func (h ListHandler) wants() bool { return h.Item != nil && (h.Skip == nil || !h.Skip()) }
 
 // ListSplitter takes a List body in pieces, as it streams, and hands out its items without holding
 // more than one item in memory. Close reports a list that ended early.
@@ -206,7 +212,7 @@ func (s *jsonList) finishCapture() {
 	v := s.capture
 	switch {
 	case s.capDepth == 2:
-		if s.err == nil && s.h.Item != nil {
+		if s.err == nil && s.h.wants() {
 			s.err = s.h.Item(jsonWithTypeMeta(v, s.meta.APIVersion, s.meta.ItemKind()))
 		}
 	case s.curKey == "kind":
@@ -421,7 +427,7 @@ func (s *protoList) field(num int, data []byte) error {
 		s.meta.Continue, _ = protoPath(data, []int{3}, false)
 	case num == 2:
 		s.sendMeta()
-		if s.h.Item == nil {
+		if !s.h.wants() {
 			return nil
 		}
 		item, err := EncodeProtoRaw(s.meta.APIVersion, s.meta.ItemKind(), data)

@@ -276,7 +276,7 @@ func (a *Condition) Response(resp *http.Response) {
 	}
 	resp.Body.Close()
 	out := a.Node(body)
-	resp.Body = io.NopCloser(bytes.NewReader(out))
+	resp.Body = wire.NewWhole(out)
 	resp.ContentLength = int64(len(out))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 }

@@ -159,15 +159,17 @@ func (f *family) get(values []string) *series {
 		panic(fmt.Sprintf("metrics: %s wants %d label values, got %d", f.name, len(f.labels), len(values)))
 	}
 	values = boundValues(values)
-	key := strings.Join(values, "\xff")
+	var buf [256]byte // the key is built on the stack: a lookup of a known series allocates nothing
+	k := seriesKey(buf[:0], values)
 	f.mu.RLock()
-	s := f.series[key]
+	s := f.series[string(k)]
 	f.mu.RUnlock()
 	if s != nil {
 		return s
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	key := string(k)
 	if s = f.series[key]; s != nil {
 		return s
 	}
@@ -191,6 +193,17 @@ func (f *family) get(values []string) *series {
 	}
 	f.series[key] = s
 	return s
+}
+
+// seriesKey appends a series' map key: its label values joined by 0xff, a byte no value holds.
+func seriesKey(b []byte, values []string) []byte {
+	for i, v := range values {
+		if i > 0 {
+			b = append(b, 0xff)
+		}
+		b = append(b, v...)
+	}
+	return b
 }
 
 func addFloat(u *atomic.Uint64, d float64) {

@@ -1,0 +1,113 @@
+package hub
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodehub/wire"
+)
+
+// The hop's cost per proxied read, against a loopback fake cloud (TLS, as the apiserver): a
+// plain client's GET of the node (JSON) and kubelet's LIST of its 110 pods (protobuf, through its
+// filters and into the cache). Each has a "direct" twin, the same request to the fake cloud
+// itself: what the hub adds is hub − direct (allocs/op and B/op count the whole process: client,
+// hub, cache writer and fake cloud).
+//
+//	go test -run '^$' -bench Hop -benchmem ./hub/
+
+// hopBodies are the fake cloud's answers: a node as JSON, 110 pods as a protobuf list.
+type hopBodies struct{ node, pods []byte }
+
+func newHopBodies(b *testing.B) hopBodies {
+	b.Helper()
+	node := nodeA(5, "v1")
+	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "900"}}
+	for i := 0; i < 110; i++ {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%03d", i), Namespace: "default", UID: types.UID(fmt.Sprint("u", i)),
+			ResourceVersion: fmt.Sprint(100 + i), Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1",
+				Env: []corev1.EnvVar{{Name: "A", Value: strings.Repeat("x", 1500)}}}}}}
+		list.Items = append(list.Items, p)
+	}
+	pods, err := wire.EncodeProto("v1", "PodList", list)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return hopBodies{node: []byte(node), pods: pods}
+}
+
+func (h hopBodies) serve(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case r.URL.Path == "/api/v1/nodes/node-a" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(h.node)
+	case r.URL.Path == "/api/v1/pods" && r.URL.Query().Get("watch") == "":
+		w.Header().Set("Content-Type", wire.MediaProtobuf)
+		_, _ = w.Write(h.pods)
+	default:
+		return false
+	}
+	return true
+}
+
+func BenchmarkHopGetNode(b *testing.B) {
+	benchHop(b, "/api/v1/nodes/node-a", "bench/1", "application/json")
+}
+
+func BenchmarkHopListPodsKubelet(b *testing.B) {
+	benchHop(b, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a", kubelet, wire.MediaProtobuf+", application/json")
+}
+
+func benchHop(b *testing.B, path, ua, accept string) {
+	bodies := newHopBodies(b)
+	f := newProxyFixture(b, func(c *Config) { c.Filters = filterConfig() })
+	f.cloud.handle = bodies.serve
+	hubClient := &http.Client{}
+	cloudClient := f.cloud.srv.Client()
+	// The direct twin presents the node's certificate, as the hub does.
+	cloudClient.Transport.(*http.Transport).TLSClientConfig.GetClientCertificate = newTLSNodeCreds(b, f.cloud.srv).GetClientCertificate
+	for _, c := range []struct {
+		name string
+		cl   *http.Client
+		base string
+	}{{"direct", cloudClient, f.cloud.srv.URL}, {"hub", hubClient, f.url}} {
+		b.Run(c.name, func(b *testing.B) {
+			n := hopGet(b, c.cl, c.base+path, ua, accept) // the connections are open before the clock starts
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				hopGet(b, c.cl, c.base+path, ua, accept)
+			}
+			b.ReportMetric(float64(n), "body-bytes")
+		})
+	}
+	if f.hub.cache != nil {
+		_ = f.hub.cache.Writer.Flush(b.Context())
+	}
+}
+
+func hopGet(b *testing.B, cl *http.Client, url, ua, accept string) int64 {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("User-Agent", ua)
+	req.Header.Set("Accept", accept)
+	resp, err := cl.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || n == 0 {
+		b.Fatalf("%s: %d, %d bytes, %v", url, resp.StatusCode, n, err)
+	}
+	return n
+}
