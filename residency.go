@@ -32,13 +32,6 @@ const (
 	trimAbove     = 1 << 20
 )
 
-// heapSample is what giveBackMemory reads of the runtime at each tick.
-var heapSample = []metrics.Sample{
-	{Name: "/memory/classes/heap/free:bytes"},
-	{Name: "/memory/classes/heap/objects:bytes"},
-	{Name: "/gc/heap/live:bytes"},
-}
-
 // giveBackMemory runs until ctx ends.
 func giveBackMemory(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(trimEvery)
@@ -66,19 +59,30 @@ func giveBackMemory(ctx context.Context, log *slog.Logger) {
 // trimHeap collects the heap and returns its free pages when it holds more than trimAbove free,
 // or more than trimAbove of garbage; it reports whether it did.
 func trimHeap() bool {
-	metrics.Read(heapSample)
-	var v [3]uint64
-	for i, s := range heapSample {
-		if s.Value.Kind() == metrics.KindUint64 {
-			v[i] = s.Value.Uint64()
-		}
-	}
-	free, objects, live := v[0], v[1], v[2]
+	free, objects, live := readHeap()
 	if free > trimAbove || objects > live+trimAbove {
 		debug.FreeOSMemory()
 		return true
 	}
 	return false
+}
+
+// readHeap reads the heap's free pages, its objects (live and garbage) and what the last
+// collection found live.
+func readHeap() (free, objects, live uint64) {
+	s := []metrics.Sample{
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/live:bytes"},
+	}
+	metrics.Read(s)
+	var v [3]uint64
+	for i := range s {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			v[i] = s[i].Value.Uint64()
+		}
+	}
+	return v[0], v[1], v[2]
 }
 
 // dropImage drops the binary's read-only pages from the resident set.
