@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"nodehub/e2e/harness"
+)
+
+// Issue 30: does `curl http://<ClusterIP>` reach my pod after the node rebooted offline? The real
+// kube-proxy (of the control plane's release) in a network namespace of its own, talking only to
+// nodehub, programs the kernel's rules (nftables mode on each release, iptables mode too on the
+// default one); the slices come from the real EndpointSlice controller; kubelet's status writes go
+// through the hub. Online, the ClusterIP reaches this node's two ready pods only (a third, on
+// another node, is not ready). The link is black-holed and the node reboots: a new namespace,
+// the pods at new addresses (web-1 not ready yet), kube-proxy started offline. From kubelet's
+// status write on, the ClusterIP and the NodePort reach web-0 at its new address and never web-1.
+// The link returns and the controller catches up: no connection fails after it; web-1, reported
+// ready, is reached soon after the cloud's slice says so (before the fix: never, the correction
+// kept it out); kube-proxy never restarts.
+func TestKubeProxyThroughOfflineReboot(t *testing.T) {
+	eachRelease(t, func(t *testing.T, c *harness.Cluster) {
+		modes := []string{"nftables"}
+		if c.Release.Name == cluster.Release.Name {
+			modes = append(modes, "iptables")
+		}
+		for _, mode := range modes {
+			t.Run(mode, func(t *testing.T) { kubeProxyThroughOfflineReboot(t, c, mode) })
+		}
+	})
+}
+
+func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bin, err := c.Release.KubeProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "kubeproxy-" + mode
+	svc, uids := kpCloud(t, ctx, c, ns)
+	relay, err := harness.NewRelay(strings.TrimPrefix(c.APIServers[0].URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	h := startHubOn(t, c, t.TempDir(), relay.URL(), "--heartbeat-timeout-seconds=1")
+	kubelet := h.Client(kubeletUA, true)
+	if _, err := kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
+		t.Fatal(err)
+	}
+	hubAddr := strings.TrimPrefix(h.ProxyURL, "http://")
+	clusterIP := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
+	nodePort := fmt.Sprintf("%s:%d", kpNodeIP, svc.Spec.Ports[0].NodePort)
+
+	// Online: this node's ready pods answer, never the one on another node.
+	node := bootKPNode(t, hubAddr, map[string]string{"web-0": "10.244.7.10", "web-1": "10.244.7.11"})
+	node.startKubeProxy(bin, mode)
+	node.synced(90 * time.Second)
+	sampler := startKPSampler(t, node, clusterIP)
+	eventually(t, 60*time.Second, "online: the ClusterIP reaches web-0 and web-1", func() error {
+		seen := map[string]bool{}
+		for _, x := range sampler.since(time.Time{}) {
+			if x.err == nil {
+				seen[strings.Fields(x.who)[0]] = true
+			}
+		}
+		if !seen["web-0"] || !seen["web-1"] {
+			return fmt.Errorf("answered so far: %v", seen)
+		}
+		return nil
+	})
+	onlineAt := time.Now()
+	eventually(t, 30*time.Second, "online: 20 connections", func() error {
+		if n := len(sampler.since(onlineAt)); n < 20 {
+			return fmt.Errorf("%d", n)
+		}
+		return nil
+	})
+	for _, x := range sampler.since(onlineAt) {
+		if x.err != nil || !strings.HasPrefix(x.who, "web-0 10.244.7.10") && !strings.HasPrefix(x.who, "web-1 10.244.7.11") {
+			t.Fatalf("online: a connection to the ClusterIP at %v: %q %v", x.at, x.who, x.err)
+		}
+	}
+	cacheWritten(t, h)
+
+	// The link is black-holed; the node reboots offline.
+	blackHole(t, h, relay)
+	sampler.on(nil)
+	node.shutdown()
+	node = bootKPNode(t, hubAddr, map[string]string{"web-0": "10.244.7.20", "web-1": "10.244.7.21"})
+	node.startKubeProxy(bin, mode)
+	node.synced(90 * time.Second)
+	sampler.on(node)
+	report := func(name, ip string, ready bool) error {
+		return kubeletPodStatus(ctx, kubelet, ns, name, uids[name], ip, ready)
+	}
+	wrote := time.Now()
+	for _, r := range []want{{"web-0", "10.244.7.20", true, true}, {"web-1", "10.244.7.21", false, false}} {
+		if err := report(r.pod, r.addr, r.ready); err != nil {
+			t.Fatalf("kubelet's offline status write of %s: %v", r.pod, err)
+		}
+	}
+	var reached kpSample
+	eventually(t, 60*time.Second, "offline: the ClusterIP reaches web-0 at its new address", func() (ok error) {
+		var found bool
+		if reached, found = sampler.first(wrote, "web-0 10.244.7.20"); !found {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	t.Logf("%s offline: kubelet's status write to the first connection to the ClusterIP reaching web-0's new address: %v",
+		mode, reached.at.Sub(wrote).Round(time.Millisecond))
+	eventually(t, 30*time.Second, "offline: the NodePort reaches web-0 at its new address", func() error {
+		who, err := node.dial(nodePort)
+		if err != nil || !strings.HasPrefix(who, "web-0 10.244.7.20") {
+			return fmt.Errorf("%q %v", who, err)
+		}
+		return nil
+	})
+
+	// The return: kubelet's status write of web-0 reaches the cloud, whose controller catches up.
+	if err := relay.Pass(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "hub back online", func() error {
+		if v, _ := h.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 1 {
+			return fmt.Errorf("server not healthy yet")
+		}
+		return nil
+	})
+	returned := time.Now()
+	eventually(t, 30*time.Second, "kubelet's status write of web-0 reaches the cloud", func() error {
+		return report("web-0", "10.244.7.20", true)
+	})
+	services := []string{svc.Name}
+	eventually(t, 60*time.Second, "the cloud's slice caught up with web-0", func() error {
+		return listed(ctx, c.Admin, ns, services, want{"web-0", "10.244.7.20", true, true})
+	})
+	// web-1 turns ready, as kubelet reports through the hub.
+	if err := report("web-1", "10.244.7.21", true); err != nil {
+		t.Fatalf("kubelet's status write of web-1 ready: %v", err)
+	}
+	eventually(t, 60*time.Second, "the cloud's slice has web-1 ready", func() error {
+		return listed(ctx, c.Admin, ns, services, want{"web-0", "10.244.7.20", true, true}, want{"web-1", "10.244.7.21", true, true})
+	})
+	cloudAt := time.Now()
+	// Generous for a loaded machine, yet well short of the corrections' 2-minute bound.
+	eventually(t, 60*time.Second, "the ClusterIP reaches web-1 once the cloud's slice says it is ready", func() error {
+		if _, ok := sampler.first(cloudAt, "web-1 10.244.7.21"); !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	x, _ := sampler.first(cloudAt, "web-1 10.244.7.21")
+	t.Logf("%s: web-1 reached %v after the cloud's slice said it is ready", mode, x.at.Sub(cloudAt).Round(time.Millisecond))
+	sampler.end()
+	kpCheckSamples(t, sampler, wrote, returned, cloudAt)
+	if !node.proxy.Running() {
+		t.Fatalf("kube-proxy exited after the return")
+	}
+}
+
+// kpCheckSamples: from kubelet's offline write on, no connection reached web-1 before the cloud
+// said it is ready or web-0 at its dead address; after the return, none failed.
+func kpCheckSamples(t *testing.T, s *kpSampler, wrote, returned, cloudAt time.Time) {
+	t.Helper()
+	n := 0
+	for _, x := range s.since(wrote) {
+		switch {
+		case x.err == nil && strings.HasPrefix(x.who, "web-1") && x.at.Before(cloudAt):
+			t.Errorf("%v: a connection reached web-1, not ready (%s after kubelet's write)", x.at, x.at.Sub(wrote))
+		case !x.at.Before(returned) && x.err != nil:
+			t.Errorf("%v: a connection failed %s after the return: %v", x.at, x.at.Sub(returned), x.err)
+		}
+		if !x.at.Before(returned) {
+			n++
+		}
+	}
+	t.Logf("%d connections after the return", n)
+}
+
+// kpCloud makes the cloud's side: this node (and RBAC for kube-proxy's reads as the node), the
+// EndpointSlice controller, web-0 and web-1 ready on this node, web-2 on another node not ready,
+// and a NodePort Service selecting them; it waits for the controller's slice.
+func kpCloud(t *testing.T, ctx context.Context, c *harness.Cluster, ns string) (*corev1.Service, map[string]types.UID) {
+	t.Helper()
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.BindNodes(ctx, "e2e-kube-proxy", rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io", "networking.k8s.io", "events.k8s.io"},
+		Resources: []string{"services", "endpointslices", "servicecidrs", "nodes", "events"}, Verbs: []string{"get", "list", "watch", "create", "patch"}}); err != nil {
+		t.Fatal(err)
+	}
+	kcm, err := c.StartControllerManager(ctx, harness.ControllerOptions{Controllers: append(slices.Clone(harness.DefaultControllers), "endpointslice")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		kcm.Stop()
+		if t.Failed() {
+			t.Logf("kube-controller-manager log:\n%s", tailString(kcm.Log(), 3000))
+		}
+	})
+	if _, err := c.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.NodeName}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		zero := int64(0)
+		_ = c.Admin.CoreV1().Pods(ns).DeleteCollection(bg, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = c.Admin.CoreV1().Services(ns).Delete(bg, "web", metav1.DeleteOptions{})
+	})
+	uids := map[string]types.UID{}
+	for _, p := range []struct {
+		name, node, ip string
+		ready          bool
+	}{{"web-0", harness.NodeName, "10.244.7.10", true}, {"web-1", harness.NodeName, "10.244.7.11", true}, {"web-2", "edge-elsewhere", "10.244.8.12", false}} {
+		uids[p.name] = kpPod(t, ctx, c, ns, p.name, p.node, p.ip, p.ready)
+	}
+	svc, err := c.Admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(kpPodPort)}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the EndpointSlice controller's slice", func() error {
+		return listed(ctx, c.Admin, ns, []string{"web"}, want{"web-0", "10.244.7.10", true, true}, want{"web-1", "10.244.7.11", true, true},
+			want{"web-2", "10.244.8.12", false, false})
+	})
+	return svc, uids
+}
+
+// kpPod creates a pod of the Service on node, running at ip, ready or not, as its kubelet says.
+func kpPod(t *testing.T, ctx context.Context, c *harness.Cluster, ns, name, node, ip string, ready bool) types.UID {
+	t.Helper()
+	p := newPod(ns, name)
+	p.Spec.NodeName = node
+	p.Labels = map[string]string{"app": "web"}
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: kpPodPort}}
+	created, err := c.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}
+	updated, err := c.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return updated.UID
+}
