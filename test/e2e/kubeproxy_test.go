@@ -99,7 +99,7 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 	blackHole(t, h, relay)
 	sampler.on(nil)
 	node.shutdown()
-	node = bootKPNode(t, hubAddr, map[string]string{"web-0": "10.244.7.20", "web-1": "10.244.7.21"})
+	node = bootKPNode(t, hubAddr, map[string]string{"web-0": "10.244.7.20", "web-1": "10.244.7.21"}, "10.244.7.10", "10.244.7.11")
 	node.startKubeProxy(bin, mode)
 	node.synced(90 * time.Second)
 	sampler.on(node)
@@ -181,6 +181,8 @@ func kpCheckSamples(t *testing.T, s *kpSampler, wrote, returned, cloudAt time.Ti
 		switch {
 		case x.err == nil && strings.HasPrefix(x.who, "web-1") && x.at.Before(cloudAt):
 			t.Errorf("%v: a connection reached web-1, not ready (%s after kubelet's write)", x.at, x.at.Sub(wrote))
+		case !x.at.Before(returned) && x.err == nil && strings.HasPrefix(x.who, "dead"):
+			t.Errorf("%v: a connection reached a dead address %s after the return: %s", x.at, x.at.Sub(returned), x.who)
 		case !x.at.Before(returned) && x.err != nil:
 			t.Errorf("%v: a connection failed %s after the return: %v", x.at, x.at.Sub(returned), x.err)
 		}
@@ -213,8 +215,10 @@ func kpCloud(t *testing.T, ctx context.Context, c *harness.Cluster, ns string) (
 			t.Logf("kube-controller-manager log:\n%s", tailString(kcm.Log(), 3000))
 		}
 	})
-	if _, err := c.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.NodeName}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	for _, name := range []string{harness.NodeName, "edge-elsewhere"} {
+		if _, err := c.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		bg := context.Background()

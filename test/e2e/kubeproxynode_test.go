@@ -17,7 +17,7 @@ import (
 )
 
 // kpNode is an edge node's network for the real kube-proxy: a network namespace of its own with
-// a dummy link carrying the node's address and its pods' addresses (a default route through it,
+// a link (one end of a veth pair, both ends in it) carrying the node's address and its pods' addresses (a default route through it,
 // as a node has), a small TCP server per pod that answers with its pod's name and address, the
 // hub's proxy port carried in on loopback, and kube-proxy in it. Rebooting it is making a new
 // one: the kernel's rules, connections and addresses of the old are gone with it.
@@ -37,12 +37,15 @@ const (
 	kpPodPort  = 8080
 )
 
-// bootKPNode makes the node's network with pods (name → address), each served on kpPodPort.
-func bootKPNode(t *testing.T, hubProxyAddr string, pods map[string]string) *kpNode {
+// bootKPNode makes the node's network with pods (name → address), each served on kpPodPort. The
+// addresses of dead are there too, answering "dead <address>": a connection that reaches one is
+// told so at once (not left to time out, which a loaded machine may do for other reasons).
+func bootKPNode(t *testing.T, hubProxyAddr string, pods map[string]string, dead ...string) *kpNode {
 	t.Helper()
 	n := &kpNode{t: t, ns: newNetns(t), dir: t.TempDir()}
-	n.ip("link", "add", "node0", "type", "dummy")
+	n.ip("link", "add", "node0", "type", "veth", "peer", "name", "node1") // no dummy driver everywhere
 	n.ip("link", "set", "node0", "up")
+	n.ip("link", "set", "node1", "up")
 	n.ip("addr", "add", kpNodeIP+"/24", "dev", "node0")
 	n.ip("route", "add", "default", "dev", "node0")
 	for name, addr := range pods {
@@ -53,6 +56,15 @@ func bootKPNode(t *testing.T, hubProxyAddr string, pods map[string]string) *kpNo
 		}
 		n.servers = append(n.servers, ln)
 		go servePodName(ln, name+" "+addr)
+	}
+	for _, addr := range dead {
+		n.ip("addr", "add", addr+"/32", "dev", "node0")
+		ln, err := n.ns.Listen(net.JoinHostPort(addr, fmt.Sprint(kpPodPort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.servers = append(n.servers, ln)
+		go servePodName(ln, "dead "+addr)
 	}
 	n.hub = intoNetns(t, n.ns, hubProxyAddr)
 	t.Cleanup(n.shutdown)
@@ -129,7 +141,7 @@ func (n *kpNode) dial(addr string) (string, error) {
 }
 
 func (n *kpNode) request(addr, send string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := n.ns.Dial(ctx, "tcp", addr)
 	if err != nil {
