@@ -8,6 +8,7 @@ missing=""
 command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
 command -v busybox >/dev/null 2>&1 || missing="$missing busybox"
 { command -v qemu-aarch64-static && command -v qemu-arm-static; } >/dev/null 2>&1 || missing="$missing qemu-user-static"
+for p in nft:nftables iptables-restore:iptables; do command -v "${p%%:*}" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "${p%%:*}" >/dev/null 2>&1 || missing="$missing ${p#*:}"; done # the real kube-proxy's modes
 [ -z "$missing" ] && exit 0
 sudo=""
 [ "$(id -u)" = 0 ] || { sudo -n true 2>/dev/null && sudo="sudo -n"; }

@@ -105,14 +105,14 @@ func (n *kpNode) startKubeProxy(bin, mode string) {
 	if err := os.WriteFile(cfg, []byte(harness.KubeProxyConfig(kc, harness.NodeName, mode, kpNodeIP, kpNodeCIDR)), 0o600); err != nil {
 		n.t.Fatal(err)
 	}
-	n.proxy = &harness.Proc{Name: "kube-proxy", Path: "nsenter", Args: []string{"--net=" + n.ns.Path, bin, "--config=" + cfg, "--v=2"},
+	n.proxy = &harness.Proc{Name: "kube-proxy", Path: "nsenter", Args: []string{"--net=" + n.ns.Path, bin, "--config=" + cfg, "--v=" + kpVerbosity()},
 		LogFile: filepath.Join(n.dir, "kube-proxy.log")}
 	if err := n.proxy.Start(); err != nil {
 		n.t.Fatal(err)
 	}
 	n.t.Cleanup(func() {
 		if n.t.Failed() {
-			n.t.Logf("kube-proxy log (%s):\n%s", n.dir, tailString(n.proxy.Log(), 4000))
+			n.t.Logf("kube-proxy log (%s):\n%s", n.dir, tailString(n.proxy.Log(), 20000))
 		}
 	})
 }
@@ -257,4 +257,12 @@ func (s *kpSampler) first(t time.Time, prefix string) (kpSample, bool) {
 		}
 	}
 	return kpSample{}, false
+}
+
+// kpVerbosity is kube-proxy's --v: $NODEHUB_E2E_KUBEPROXY_V, or 2.
+func kpVerbosity() string {
+	if v := os.Getenv("NODEHUB_E2E_KUBEPROXY_V"); v != "" {
+		return v
+	}
+	return "2"
 }
