@@ -65,7 +65,7 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 	nodePort := fmt.Sprintf("%s:%d", kpNodeIP, svc.Spec.Ports[0].NodePort)
 
 	// Online: this node's ready pods answer, never the one on another node.
-	node := bootKPNode(t, hubAddr, map[string]string{"web-0": "10.244.7.10", "web-1": "10.244.7.11"})
+	node := bootKPNode(t, hubAddr, map[string]string{"10.244.7.10": "web-0", "10.244.7.11": "web-1"})
 	node.startKubeProxy(bin, mode)
 	node.synced(90 * time.Second)
 	sampler := startKPSampler(t, node, clusterIP)
@@ -99,13 +99,20 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 	blackHole(t, h, relay)
 	sampler.on(nil)
 	node.shutdown()
-	node = bootKPNode(t, hubAddr, map[string]string{"web-0": "10.244.7.20", "web-1": "10.244.7.21"}, "10.244.7.10", "10.244.7.11")
+	node = bootKPNode(t, hubAddr, map[string]string{"10.244.7.20": "web-0", "10.244.7.21": "web-1", "10.244.7.30": "web-0"}, "10.244.7.10", "10.244.7.11")
 	node.startKubeProxy(bin, mode)
 	node.synced(90 * time.Second)
 	sampler.on(node)
 	report := func(name, ip string, ready bool) error {
 		return kubeletPodStatus(ctx, kubelet, ns, name, uids[name], ip, ready)
 	}
+	rebooted := time.Now()
+	eventually(t, 60*time.Second, "offline: kube-proxy programmed the cached slice (the ClusterIP reaches a dead address)", func() error {
+		if _, ok := sampler.first(rebooted, "dead"); !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 	wrote := time.Now()
 	for _, r := range []want{{"web-0", "10.244.7.20", true, true}, {"web-1", "10.244.7.21", false, false}} {
 		if err := report(r.pod, r.addr, r.ready); err != nil {
@@ -129,6 +136,8 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 		}
 		return nil
 	})
+
+	kpFigure(t, sampler, mode, func(addr string) error { return report("web-0", addr, true) })
 
 	// The return: kubelet's status write of web-0 reaches the cloud, whose controller catches up.
 	if err := relay.Pass(); err != nil {
@@ -268,4 +277,43 @@ func kpPod(t *testing.T, ctx context.Context, c *harness.Cluster, ns, name, node
 		t.Fatal(err)
 	}
 	return updated.UID
+}
+
+// kpFigure times kpFigureRuns offline status writes of web-0, at 10.244.7.30 and back at
+// 10.244.7.20 in turn (it ends at .20): from the write to the first connection to the ClusterIP
+// that reaches the reported address; it logs the median and the worst.
+func kpFigure(t *testing.T, s *kpSampler, mode string, report func(addr string) error) {
+	t.Helper()
+	n := kpFigureRuns()
+	if n <= 0 {
+		return
+	}
+	var took []time.Duration
+	for i := 0; i < n; i++ {
+		addr := "10.244.7.30"
+		if i%2 == 1 {
+			addr = "10.244.7.20"
+		}
+		at := time.Now()
+		if err := report(addr); err != nil {
+			t.Fatal(err)
+		}
+		var x kpSample
+		eventually(t, 30*time.Second, "offline: the ClusterIP reaches web-0 at "+addr, func() error {
+			var ok bool
+			if x, ok = s.first(at, "web-0 "+addr); !ok {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+		took = append(took, x.at.Sub(at))
+	}
+	if n%2 == 1 {
+		if err := report("10.244.7.20"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("FIGURE %s offline, kubelet's status write → first ClusterIP connection at the new address, %d writes: median %v, worst %v",
+		mode, n, took[n/2].Round(time.Millisecond), took[n-1].Round(time.Millisecond))
 }

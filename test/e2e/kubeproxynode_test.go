@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +39,7 @@ const (
 	kpPodPort  = 8080
 )
 
-// bootKPNode makes the node's network with pods (name → address), each served on kpPodPort. The
+// bootKPNode makes the node's network with pods (address → pod name), each served on kpPodPort. The
 // addresses of dead are there too, answering "dead <address>": a connection that reaches one is
 // told so at once (not left to time out, which a loaded machine may do for other reasons).
 func bootKPNode(t *testing.T, hubProxyAddr string, pods map[string]string, dead ...string) *kpNode {
@@ -48,7 +50,7 @@ func bootKPNode(t *testing.T, hubProxyAddr string, pods map[string]string, dead 
 	n.ip("link", "set", "node1", "up")
 	n.ip("addr", "add", kpNodeIP+"/24", "dev", "node0")
 	n.ip("route", "add", "default", "dev", "node0")
-	for name, addr := range pods {
+	for addr, name := range pods {
 		n.ip("addr", "add", addr+"/32", "dev", "node0")
 		ln, err := n.ns.Listen(net.JoinHostPort(addr, fmt.Sprint(kpPodPort)))
 		if err != nil {
@@ -188,6 +190,7 @@ type kpSampler struct {
 	samples []kpSample
 	stop    chan struct{}
 	done    chan struct{}
+	wg      sync.WaitGroup // the connections in flight
 }
 
 func startKPSampler(t *testing.T, n *kpNode, addr string) *kpSampler {
@@ -208,11 +211,16 @@ func startKPSampler(t *testing.T, n *kpNode, addr string) *kpSampler {
 			if node == nil {
 				continue
 			}
-			at := time.Now()
-			who, err := node.dial(addr)
-			s.mu.Lock()
-			s.samples = append(s.samples, kpSample{at: at, who: who, err: err})
-			s.mu.Unlock()
+			// Each connection on its own: one left to time out (no rule yet, an address
+			// without a neighbour) does not hold up the next 100 ms sample.
+			s.wg.Add(1)
+			go func(at time.Time) {
+				defer s.wg.Done()
+				who, err := node.dial(addr)
+				s.mu.Lock()
+				s.samples = append(s.samples, kpSample{at: at, who: who, err: err})
+				s.mu.Unlock()
+			}(time.Now())
 		}
 	}()
 	t.Cleanup(s.end)
@@ -227,6 +235,7 @@ func (s *kpSampler) end() {
 		close(s.stop)
 	}
 	<-s.done
+	s.wg.Wait()
 }
 
 // on points the sampler at a node network (nil: none, while it reboots).
@@ -236,7 +245,7 @@ func (s *kpSampler) on(n *kpNode) {
 	s.mu.Unlock()
 }
 
-// since returns the samples made at or after t.
+// since returns the samples made at or after t, the earliest first.
 func (s *kpSampler) since(t time.Time) []kpSample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -246,6 +255,7 @@ func (s *kpSampler) since(t time.Time) []kpSample {
 			out = append(out, x)
 		}
 	}
+	slices.SortFunc(out, func(a, b kpSample) int { return a.at.Compare(b.at) })
 	return out
 }
 
@@ -265,4 +275,12 @@ func kpVerbosity() string {
 		return v
 	}
 	return "2"
+}
+
+// kpFigureRuns is how many offline status writes TestKubeProxyThroughOfflineReboot times for the
+// figure (from kubelet's write to the first connection to the ClusterIP reaching the address it
+// reported): $NODEHUB_E2E_KUBEPROXY_FIGURE, or none.
+func kpFigureRuns() int {
+	n, _ := strconv.Atoi(os.Getenv("NODEHUB_E2E_KUBEPROXY_FIGURE"))
+	return n
 }
