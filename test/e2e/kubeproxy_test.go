@@ -174,6 +174,13 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 	})
 	x, _ := sampler.first(cloudAt, "web-1 10.244.7.21")
 	t.Logf("%s: web-1 reached %v after the cloud's slice said it is ready", mode, x.at.Sub(cloudAt).Round(time.Millisecond))
+	// A few seconds more of connections after the return: none may reach a dead address.
+	eventually(t, 60*time.Second, "50 connections after the return", func() error {
+		if n := len(sampler.since(returned)); n < 50 {
+			return fmt.Errorf("%d", n)
+		}
+		return nil
+	})
 	sampler.end()
 	kpCheckSamples(t, sampler, wrote, returned, cloudAt)
 	if !node.proxy.Running() {
