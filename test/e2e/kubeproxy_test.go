@@ -137,7 +137,9 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 		return nil
 	})
 
+	sampler.steady(t, "offline: the ClusterIP reaches web-0 at its new address only", "web-0 10.244.7.20")
 	kpFigure(t, sampler, mode, func(addr string) error { return report("web-0", addr, true) })
+	sampler.steady(t, "offline: the ClusterIP reaches web-0 at 10.244.7.20 only", "web-0 10.244.7.20")
 
 	// The return: kubelet's status write of web-0 reaches the cloud, whose controller catches up.
 	if err := relay.Pass(); err != nil {

@@ -284,3 +284,23 @@ func kpFigureRuns() int {
 	n, _ := strconv.Atoi(os.Getenv("NODEHUB_E2E_KUBEPROXY_FIGURE"))
 	return n
 }
+
+// steady waits until 10 connections in a row, the first made after the call, answered with
+// prefix (kube-proxy applied every change so far; it syncs at most once a second).
+func (s *kpSampler) steady(t *testing.T, what, prefix string) {
+	t.Helper()
+	from := time.Now()
+	eventually(t, 60*time.Second, what, func() error {
+		xs := s.since(from)
+		for _, x := range xs {
+			if x.err != nil || !strings.HasPrefix(x.who, prefix) {
+				from = x.at.Add(time.Nanosecond)
+				return fmt.Errorf("%v: %q %v", x.at, x.who, x.err)
+			}
+		}
+		if len(xs) < 10 {
+			return fmt.Errorf("%d in a row so far", len(xs))
+		}
+		return nil
+	})
+}
