@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"nodehub/e2e/harness"
 )
@@ -26,9 +27,10 @@ import (
 // another node, is not ready). The link is black-holed and the node reboots: a new namespace,
 // the pods at new addresses (web-1 not ready yet), kube-proxy started offline. From kubelet's
 // status write on, the ClusterIP and the NodePort reach web-0 at its new address and never web-1.
-// The link returns and the controller catches up: no connection fails after it; web-1, reported
-// ready, is reached soon after the cloud's slice says so (before the fix: never, the correction
-// kept it out); kube-proxy never restarts.
+// The link returns and the controller catches up: no connection reaches a dead address after it
+// (before the fix, about one in two runs did for ~1 s: the shared store's watch was sent the
+// cloud's stale slice), none fails; web-1, reported ready, is reached soon after the cloud's
+// slice says so; kube-proxy never restarts.
 func TestKubeProxyThroughOfflineReboot(t *testing.T) {
 	eachRelease(t, func(t *testing.T, c *harness.Cluster) {
 		modes := []string{"nftables"}
@@ -41,6 +43,22 @@ func TestKubeProxyThroughOfflineReboot(t *testing.T) {
 	})
 }
 
+// kpRun is one run of the scenario: the cloud's side, the hub, the node network and its sampler.
+type kpRun struct {
+	t                   *testing.T
+	ctx                 context.Context
+	c                   *harness.Cluster
+	bin, mode, ns       string
+	svc                 *corev1.Service
+	uids                map[string]types.UID
+	relay               *harness.Relay
+	h                   *harness.Hub
+	kubelet             kubernetes.Interface
+	clusterIP, nodePort string
+	node                *kpNode
+	sampler             *kpSampler
+}
+
 func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -48,30 +66,44 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := "kubeproxy-" + mode
-	svc, uids := kpCloud(t, ctx, c, ns)
-	relay, err := harness.NewRelay(strings.TrimPrefix(c.APIServers[0].URL, "https://"))
-	if err != nil {
+	r := &kpRun{t: t, ctx: ctx, c: c, bin: bin, mode: mode, ns: "kubeproxy-" + mode}
+	r.svc, r.uids = kpCloud(t, ctx, c, r.ns)
+	if r.relay, err = harness.NewRelay(strings.TrimPrefix(c.APIServers[0].URL, "https://")); err != nil {
 		t.Fatal(err)
 	}
-	defer relay.Close()
-	h := startHubOn(t, c, t.TempDir(), relay.URL(), "--heartbeat-timeout-seconds=1")
-	kubelet := h.Client(kubeletUA, true)
-	if _, err := kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
+	defer r.relay.Close()
+	r.h = startHubOn(t, c, t.TempDir(), r.relay.URL(), "--heartbeat-timeout-seconds=1")
+	r.kubelet = r.h.Client(kubeletUA, true)
+	if _, err := r.kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
 		t.Fatal(err)
 	}
-	hubAddr := strings.TrimPrefix(h.ProxyURL, "http://")
-	clusterIP := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
-	nodePort := fmt.Sprintf("%s:%d", kpNodeIP, svc.Spec.Ports[0].NodePort)
+	r.clusterIP = fmt.Sprintf("%s:%d", r.svc.Spec.ClusterIP, r.svc.Spec.Ports[0].Port)
+	r.nodePort = fmt.Sprintf("%s:%d", kpNodeIP, r.svc.Spec.Ports[0].NodePort)
+	r.online()
+	wrote := r.rebootOffline()
+	returned, cloudAt := r.linkReturns()
+	r.sampler.end()
+	kpCheckSamples(t, r.sampler, wrote, returned, cloudAt)
+	if !r.node.proxy.Running() {
+		t.Fatalf("kube-proxy exited after the return")
+	}
+}
 
-	// Online: this node's ready pods answer, never the one on another node.
-	node := bootKPNode(t, hubAddr, map[string]string{"10.244.7.10": "web-0", "10.244.7.11": "web-1"})
-	node.startKubeProxy(bin, mode)
-	node.synced(90 * time.Second)
-	sampler := startKPSampler(t, node, clusterIP)
+// report sends kubelet's status write of a pod through the hub.
+func (r *kpRun) report(name, ip string, ready bool) error {
+	return kubeletPodStatus(r.ctx, r.kubelet, r.ns, name, r.uids[name], ip, ready)
+}
+
+// online: this node's ready pods answer, never the one on another node.
+func (r *kpRun) online() {
+	t := r.t
+	r.node = bootKPNode(t, strings.TrimPrefix(r.h.ProxyURL, "http://"), map[string]string{"10.244.7.10": "web-0", "10.244.7.11": "web-1"})
+	r.node.startKubeProxy(r.bin, r.mode)
+	r.node.synced(90 * time.Second)
+	r.sampler = startKPSampler(t, r.node, r.clusterIP)
 	eventually(t, 60*time.Second, "online: the ClusterIP reaches web-0 and web-1", func() error {
 		seen := map[string]bool{}
-		for _, x := range sampler.since(time.Time{}) {
+		for _, x := range r.sampler.since(time.Time{}) {
 			if x.err == nil {
 				seen[strings.Fields(x.who)[0]] = true
 			}
@@ -82,112 +114,107 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 		return nil
 	})
 	onlineAt := time.Now()
-	eventually(t, 30*time.Second, "online: 20 connections", func() error {
-		if n := len(sampler.since(onlineAt)); n < 20 {
-			return fmt.Errorf("%d", n)
-		}
-		return nil
-	})
-	for _, x := range sampler.since(onlineAt) {
+	r.count("online: 20 connections", onlineAt, 20)
+	for _, x := range r.sampler.since(onlineAt) {
 		if x.err != nil || !strings.HasPrefix(x.who, "web-0 10.244.7.10") && !strings.HasPrefix(x.who, "web-1 10.244.7.11") {
 			t.Fatalf("online: a connection to the ClusterIP at %v: %q %v", x.at, x.who, x.err)
 		}
 	}
-	cacheWritten(t, h)
+	cacheWritten(t, r.h)
+}
 
-	// The link is black-holed; the node reboots offline.
-	blackHole(t, h, relay)
-	sampler.on(nil)
-	node.shutdown()
-	node = bootKPNode(t, hubAddr, map[string]string{"10.244.7.20": "web-0", "10.244.7.21": "web-1", "10.244.7.30": "web-0"}, "10.244.7.10", "10.244.7.11")
-	node.startKubeProxy(bin, mode)
-	node.synced(90 * time.Second)
-	sampler.on(node)
-	report := func(name, ip string, ready bool) error {
-		return kubeletPodStatus(ctx, kubelet, ns, name, uids[name], ip, ready)
-	}
-	rebooted := time.Now()
-	eventually(t, 60*time.Second, "offline: kube-proxy programmed the cached slice (the ClusterIP reaches a dead address)", func() error {
-		if _, ok := sampler.first(rebooted, "dead"); !ok {
+// count waits for n samples made since from.
+func (r *kpRun) count(what string, from time.Time, n int) {
+	eventually(r.t, 60*time.Second, what, func() error {
+		if got := len(r.sampler.since(from)); got < n {
+			return fmt.Errorf("%d", got)
+		}
+		return nil
+	})
+}
+
+// reached waits for the first sample made since from that answered with prefix.
+func (r *kpRun) reached(what string, from time.Time, prefix string) kpSample {
+	var x kpSample
+	eventually(r.t, 60*time.Second, what, func() error {
+		var ok bool
+		if x, ok = r.sampler.first(from, prefix); !ok {
 			return fmt.Errorf("not yet")
 		}
 		return nil
 	})
+	return x
+}
+
+// rebootOffline black-holes the link and reboots the node: the pods come back at new addresses
+// (web-1 not ready), kube-proxy starts offline; it returns when kubelet's status writes went.
+func (r *kpRun) rebootOffline() time.Time {
+	t := r.t
+	blackHole(t, r.h, r.relay)
+	r.sampler.on(nil)
+	r.node.shutdown()
+	r.node = bootKPNode(t, strings.TrimPrefix(r.h.ProxyURL, "http://"), map[string]string{"10.244.7.20": "web-0", "10.244.7.21": "web-1", "10.244.7.30": "web-0"},
+		"10.244.7.10", "10.244.7.11")
+	r.node.startKubeProxy(r.bin, r.mode)
+	r.node.synced(90 * time.Second)
+	r.sampler.on(r.node)
+	r.reached("offline: kube-proxy programmed the cached slice (the ClusterIP reaches a dead address)", time.Now(), "dead")
 	wrote := time.Now()
-	for _, r := range []want{{"web-0", "10.244.7.20", true, true}, {"web-1", "10.244.7.21", false, false}} {
-		if err := report(r.pod, r.addr, r.ready); err != nil {
-			t.Fatalf("kubelet's offline status write of %s: %v", r.pod, err)
+	for _, w := range []want{{"web-0", "10.244.7.20", true, true}, {"web-1", "10.244.7.21", false, false}} {
+		if err := r.report(w.pod, w.addr, w.ready); err != nil {
+			t.Fatalf("kubelet's offline status write of %s: %v", w.pod, err)
 		}
 	}
-	var reached kpSample
-	eventually(t, 60*time.Second, "offline: the ClusterIP reaches web-0 at its new address", func() (ok error) {
-		var found bool
-		if reached, found = sampler.first(wrote, "web-0 10.244.7.20"); !found {
-			return fmt.Errorf("not yet")
-		}
-		return nil
-	})
+	x := r.reached("offline: the ClusterIP reaches web-0 at its new address", wrote, "web-0 10.244.7.20")
 	t.Logf("%s offline: kubelet's status write to the first connection to the ClusterIP reaching web-0's new address: %v",
-		mode, reached.at.Sub(wrote).Round(time.Millisecond))
+		r.mode, x.at.Sub(wrote).Round(time.Millisecond))
 	eventually(t, 30*time.Second, "offline: the NodePort reaches web-0 at its new address", func() error {
-		who, err := node.dial(nodePort)
+		who, err := r.node.dial(r.nodePort)
 		if err != nil || !strings.HasPrefix(who, "web-0 10.244.7.20") {
 			return fmt.Errorf("%q %v", who, err)
 		}
 		return nil
 	})
+	r.sampler.steady(t, "offline: the ClusterIP reaches web-0 at its new address only", "web-0 10.244.7.20")
+	kpFigure(t, r.sampler, r.mode, func(addr string) error { return r.report("web-0", addr, true) })
+	r.sampler.steady(t, "offline: the ClusterIP reaches web-0 at 10.244.7.20 only", "web-0 10.244.7.20")
+	return wrote
+}
 
-	sampler.steady(t, "offline: the ClusterIP reaches web-0 at its new address only", "web-0 10.244.7.20")
-	kpFigure(t, sampler, mode, func(addr string) error { return report("web-0", addr, true) })
-	sampler.steady(t, "offline: the ClusterIP reaches web-0 at 10.244.7.20 only", "web-0 10.244.7.20")
-
-	// The return: kubelet's status write of web-0 reaches the cloud, whose controller catches up.
-	if err := relay.Pass(); err != nil {
+// linkReturns: kubelet's status write of web-0 reaches the cloud, whose controller catches up;
+// then web-1 turns ready, as kubelet reports through the hub. It returns when the hub was back
+// online and when the cloud's slice said web-1 is ready.
+func (r *kpRun) linkReturns() (returned, cloudAt time.Time) {
+	t := r.t
+	if err := r.relay.Pass(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "hub back online", func() error {
-		if v, _ := h.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, relay.Addr)); v != 1 {
+		if v, _ := r.h.Metric(fmt.Sprintf(`nodehub_server_healthy{server="%s"}`, r.relay.Addr)); v != 1 {
 			return fmt.Errorf("server not healthy yet")
 		}
 		return nil
 	})
-	returned := time.Now()
+	returned = time.Now()
 	eventually(t, 30*time.Second, "kubelet's status write of web-0 reaches the cloud", func() error {
-		return report("web-0", "10.244.7.20", true)
+		return r.report("web-0", "10.244.7.20", true)
 	})
-	services := []string{svc.Name}
+	services := []string{r.svc.Name}
 	eventually(t, 60*time.Second, "the cloud's slice caught up with web-0", func() error {
-		return listed(ctx, c.Admin, ns, services, want{"web-0", "10.244.7.20", true, true})
+		return listed(r.ctx, r.c.Admin, r.ns, services, want{"web-0", "10.244.7.20", true, true})
 	})
-	// web-1 turns ready, as kubelet reports through the hub.
-	if err := report("web-1", "10.244.7.21", true); err != nil {
+	if err := r.report("web-1", "10.244.7.21", true); err != nil {
 		t.Fatalf("kubelet's status write of web-1 ready: %v", err)
 	}
 	eventually(t, 60*time.Second, "the cloud's slice has web-1 ready", func() error {
-		return listed(ctx, c.Admin, ns, services, want{"web-0", "10.244.7.20", true, true}, want{"web-1", "10.244.7.21", true, true})
+		return listed(r.ctx, r.c.Admin, r.ns, services, want{"web-0", "10.244.7.20", true, true}, want{"web-1", "10.244.7.21", true, true})
 	})
-	cloudAt := time.Now()
+	cloudAt = time.Now()
 	// Generous for a loaded machine, yet well short of the corrections' 2-minute bound.
-	eventually(t, 60*time.Second, "the ClusterIP reaches web-1 once the cloud's slice says it is ready", func() error {
-		if _, ok := sampler.first(cloudAt, "web-1 10.244.7.21"); !ok {
-			return fmt.Errorf("not yet")
-		}
-		return nil
-	})
-	x, _ := sampler.first(cloudAt, "web-1 10.244.7.21")
-	t.Logf("%s: web-1 reached %v after the cloud's slice said it is ready", mode, x.at.Sub(cloudAt).Round(time.Millisecond))
-	// A few seconds more of connections after the return: none may reach a dead address.
-	eventually(t, 60*time.Second, "50 connections after the return", func() error {
-		if n := len(sampler.since(returned)); n < 50 {
-			return fmt.Errorf("%d", n)
-		}
-		return nil
-	})
-	sampler.end()
-	kpCheckSamples(t, sampler, wrote, returned, cloudAt)
-	if !node.proxy.Running() {
-		t.Fatalf("kube-proxy exited after the return")
-	}
+	x := r.reached("the ClusterIP reaches web-1 once the cloud's slice says it is ready", cloudAt, "web-1 10.244.7.21")
+	t.Logf("%s: web-1 reached %v after the cloud's slice said it is ready", r.mode, x.at.Sub(cloudAt).Round(time.Millisecond))
+	r.count("50 connections after the return (none may reach a dead address)", returned, 50)
+	return returned, cloudAt
 }
 
 // kpCheckSamples: from kubelet's offline write on, no connection reached web-1 before the cloud
