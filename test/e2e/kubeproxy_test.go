@@ -26,7 +26,9 @@ import (
 // through the hub. Online, the ClusterIP reaches this node's two ready pods only (a third, on
 // another node, is not ready). The link is black-holed and the node reboots: a new namespace,
 // the pods at new addresses (web-1 not ready yet), kube-proxy started offline. From kubelet's
-// status write on, the ClusterIP and the NodePort reach web-0 at its new address and never web-1.
+// status write on, the ClusterIP and the NodePort reach web-0 at its new address and never web-1,
+// and real CoreDNS (restarted offline too; its own ServiceAccount on the hub's secure port)
+// resolves the headless Service's name to web-0's new address alone.
 // The link returns and the controller catches up: no connection reaches a dead address after it
 // (before the fix, about one in two runs did for ~1 s: the shared store's watch was sent the
 // cloud's stale slice), none fails; web-1, reported ready, is reached soon after the cloud's
@@ -57,6 +59,7 @@ type kpRun struct {
 	clusterIP, nodePort string
 	node                *kpNode
 	sampler             *kpSampler
+	dns                 *harness.CoreDNS
 }
 
 func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string) {
@@ -72,7 +75,11 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 		t.Fatal(err)
 	}
 	defer r.relay.Close()
+	approve, stop := context.WithCancel(ctx)
+	defer stop()
+	go c.ApproveServingCSRs(approve) // the secure port's certificate, for CoreDNS
 	r.h = startHubOn(t, c, t.TempDir(), r.relay.URL(), "--heartbeat-timeout-seconds=1")
+	r.startCoreDNS()
 	r.kubelet = r.h.Client(kubeletUA, true)
 	if _, err := r.kubelet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + harness.NodeName}); err != nil {
 		t.Fatal(err)
@@ -120,7 +127,45 @@ func (r *kpRun) online() {
 			t.Fatalf("online: a connection to the ClusterIP at %v: %q %v", x.at, x.who, x.err)
 		}
 	}
+	r.headless("online", "10.244.7.10", "10.244.7.11")
 	cacheWritten(t, r.h)
+}
+
+// startCoreDNS runs real CoreDNS on the hub's secure port with a ServiceAccount token of its own.
+func (r *kpRun) startCoreDNS() {
+	t := r.t
+	waitServingOn(t, r.c, r.h)
+	bin, err := harness.CoreDNSBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := corednsSAToken(t, r.c, r.ns)
+	r.dns, err = harness.StartCoreDNS(harness.CoreDNSOptions{Bin: bin, Dir: t.TempDir(), Server: r.h.SecureURL, CAFile: r.c.PKI.CAFile, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.dns.Stop()
+		if t.Failed() {
+			t.Logf("coredns log (tail):\n%s", tailString(r.dns.Log(), 3000))
+		}
+	})
+}
+
+// headless waits until CoreDNS resolves the headless Service's name to addrs (the ready pods).
+func (r *kpRun) headless(when string, addrs ...string) {
+	name := "web-headless." + r.ns + ".svc.cluster.local."
+	eventually(r.t, 60*time.Second, when+": CoreDNS resolves "+name+" to "+strings.Join(addrs, ","), func() error {
+		got, err := r.dns.Lookup(r.ctx, name)
+		if err != nil {
+			return err
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, addrs) {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
 }
 
 // count waits for n samples made since from.
@@ -153,11 +198,15 @@ func (r *kpRun) rebootOffline() time.Time {
 	blackHole(t, r.h, r.relay)
 	r.sampler.on(nil)
 	r.node.shutdown()
+	r.dns.Stop()
 	r.node = bootKPNode(t, strings.TrimPrefix(r.h.ProxyURL, "http://"), map[string]string{"10.244.7.20": "web-0", "10.244.7.21": "web-1", "10.244.7.30": "web-0"},
 		"10.244.7.10", "10.244.7.11")
 	r.node.startKubeProxy(r.bin, r.mode)
 	r.node.synced(90 * time.Second)
 	r.sampler.on(r.node)
+	if err := r.dns.Start(); err != nil {
+		t.Fatal(err)
+	}
 	r.reached("offline: kube-proxy programmed the cached slice (the ClusterIP reaches a dead address)", time.Now(), "dead")
 	wrote := time.Now()
 	for _, w := range []want{{"web-0", "10.244.7.20", true, true}, {"web-1", "10.244.7.21", false, false}} {
@@ -175,6 +224,7 @@ func (r *kpRun) rebootOffline() time.Time {
 		}
 		return nil
 	})
+	r.headless("offline", "10.244.7.20")
 	r.sampler.steady(t, "offline: the ClusterIP reaches web-0 at its new address only", "web-0 10.244.7.20")
 	kpFigure(t, r.sampler, r.mode, func(addr string) error { return r.report("web-0", addr, true) })
 	r.sampler.steady(t, "offline: the ClusterIP reaches web-0 at 10.244.7.20 only", "web-0 10.244.7.20")
@@ -270,6 +320,7 @@ func kpCloud(t *testing.T, ctx context.Context, c *harness.Cluster, ns string) (
 		zero := int64(0)
 		_ = c.Admin.CoreV1().Pods(ns).DeleteCollection(bg, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		_ = c.Admin.CoreV1().Services(ns).Delete(bg, "web", metav1.DeleteOptions{})
+		_ = c.Admin.CoreV1().Services(ns).Delete(bg, "web-headless", metav1.DeleteOptions{})
 	})
 	uids := map[string]types.UID{}
 	for _, p := range []struct {
@@ -282,6 +333,11 @@ func kpCloud(t *testing.T, ctx context.Context, c *harness.Cluster, ns string) (
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"},
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(kpPodPort)}}}}, metav1.CreateOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web-headless"},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(kpPodPort)}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "the EndpointSlice controller's slice", func() error {
