@@ -88,9 +88,9 @@ func kubeProxyThroughOfflineReboot(t *testing.T, c *harness.Cluster, mode string
 	r.nodePort = fmt.Sprintf("%s:%d", kpNodeIP, r.svc.Spec.Ports[0].NodePort)
 	r.online()
 	wrote := r.rebootOffline()
-	returned, cloudAt := r.linkReturns()
+	returned, readyWrite := r.linkReturns()
 	r.sampler.end()
-	kpCheckSamples(t, r.sampler, wrote, returned, cloudAt)
+	kpCheckSamples(t, r.sampler, wrote, returned, readyWrite)
 	if !r.node.proxy.Running() {
 		t.Fatalf("kube-proxy exited after the return")
 	}
@@ -233,8 +233,8 @@ func (r *kpRun) rebootOffline() time.Time {
 
 // linkReturns: kubelet's status write of web-0 reaches the cloud, whose controller catches up;
 // then web-1 turns ready, as kubelet reports through the hub. It returns when the hub was back
-// online and when the cloud's slice said web-1 is ready.
-func (r *kpRun) linkReturns() (returned, cloudAt time.Time) {
+// online and when kubelet's write of web-1 ready left.
+func (r *kpRun) linkReturns() (returned, readyWrite time.Time) {
 	t := r.t
 	if err := r.relay.Pass(); err != nil {
 		t.Fatal(err)
@@ -253,28 +253,29 @@ func (r *kpRun) linkReturns() (returned, cloudAt time.Time) {
 	eventually(t, 60*time.Second, "the cloud's slice caught up with web-0", func() error {
 		return listed(r.ctx, r.c.Admin, r.ns, services, want{"web-0", "10.244.7.20", true, true})
 	})
+	readyWrite = time.Now()
 	if err := r.report("web-1", "10.244.7.21", true); err != nil {
 		t.Fatalf("kubelet's status write of web-1 ready: %v", err)
 	}
 	eventually(t, 60*time.Second, "the cloud's slice has web-1 ready", func() error {
 		return listed(r.ctx, r.c.Admin, r.ns, services, want{"web-0", "10.244.7.20", true, true}, want{"web-1", "10.244.7.21", true, true})
 	})
-	cloudAt = time.Now()
+	cloudAt := time.Now()
 	// Generous for a loaded machine, yet well short of the corrections' 2-minute bound.
 	x := r.reached("the ClusterIP reaches web-1 once the cloud's slice says it is ready", cloudAt, "web-1 10.244.7.21")
 	t.Logf("%s: web-1 reached %v after the cloud's slice said it is ready", r.mode, x.at.Sub(cloudAt).Round(time.Millisecond))
 	r.count("50 connections after the return (none may reach a dead address)", returned, 50)
-	return returned, cloudAt
+	return returned, readyWrite
 }
 
-// kpCheckSamples: from kubelet's offline write on, no connection reached web-1 before the cloud
-// said it is ready or web-0 at its dead address; after the return, none failed.
-func kpCheckSamples(t *testing.T, s *kpSampler, wrote, returned, cloudAt time.Time) {
+// kpCheckSamples: from kubelet's offline write on, no connection reached web-1 before kubelet
+// reported it ready (readyWrite); after the return, none reached a dead address or failed.
+func kpCheckSamples(t *testing.T, s *kpSampler, wrote, returned, readyWrite time.Time) {
 	t.Helper()
 	n := 0
 	for _, x := range s.since(wrote) {
 		switch {
-		case x.err == nil && strings.HasPrefix(x.who, "web-1") && x.at.Before(cloudAt):
+		case x.err == nil && strings.HasPrefix(x.who, "web-1") && x.at.Before(readyWrite):
 			t.Errorf("%v: a connection reached web-1, not ready (%s after kubelet's write)", x.at, x.at.Sub(wrote))
 		case !x.at.Before(returned) && x.err == nil && strings.HasPrefix(x.who, "dead"):
 			t.Errorf("%v: a connection reached a dead address %s after the return: %s", x.at, x.at.Sub(returned), x.who)
