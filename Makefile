@@ -17,7 +17,7 @@ GCFLAGS := $(foreach p,k8s.io sigs.k8s.io github.com go.yaml.in gopkg.in,"-gcfla
 	$(foreach p,$(COLDSTD),-gcflags=$(p)=-l)
 GOBUILD := CGO_ENABLED=0 GOOS=linux go build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)"
 
-.PHONY: build binary arm test unit e2e deps controlplane coredns demo bench fuzz vet clean
+.PHONY: build binary arm test unit e2e deps controlplane coredns flannel kubeproxy demo bench fuzz vet clean
 
 build: ## static amd64 binary ./nodehub
 	GOARCH=amd64 $(GOBUILD) -o nodehub .
@@ -74,8 +74,11 @@ coredns: ## build (once per go.sum) CoreDNS with its kubernetes plugin from the 
 flannel: ## build (once per go.sum) flanneld from the Go module proxy
 	sh test/e2e/flannel/build.sh
 
-e2e: deps controlplane coredns flannel ## end-to-end tests against the real control plane
-	cd test/e2e && go test -count=1 -timeout 45m ./...
+kubeproxy: controlplane ## build (once per go.sum) the real kube-proxy of v1.34 and v1.37 from the control planes' modules (unchanged)
+	for m in controlplane controlplane137; do sh test/e2e/kubeproxy/build.sh test/e2e/$$m >/dev/null || exit 1; done
+
+e2e: deps controlplane coredns flannel kubeproxy ## end-to-end tests against the real control plane
+	cd test/e2e && go test -count=1 -timeout 60m ./...
 
 test: deps vet unit e2e ## everything CI runs (.ci/run); installs what it needs first
 

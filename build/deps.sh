@@ -8,14 +8,14 @@ missing=""
 command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
 command -v busybox >/dev/null 2>&1 || missing="$missing busybox"
 { command -v qemu-aarch64-static && command -v qemu-arm-static; } >/dev/null 2>&1 || missing="$missing qemu-user-static"
-# flannel (test/e2e/flannel) programs iptables in its node's namespace, and builds with cgo on amd64.
-command -v iptables >/dev/null 2>&1 || missing="$missing iptables"
-command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
+# flannel (test/e2e/flannel) and the real kube-proxy program iptables or nftables in their node's
+# namespace; flannel builds with cgo on amd64.
+for p in ip:iproute2 nft:nftables iptables-restore:iptables gcc:gcc; do command -v "${p%%:*}" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "${p%%:*}" >/dev/null 2>&1 || missing="$missing ${p#*:}"; done
 [ -z "$missing" ] && exit 0
 sudo=""
 [ "$(id -u)" = 0 ] || { sudo -n true 2>/dev/null && sudo="sudo -n"; }
 if ! command -v apt-get >/dev/null 2>&1 || { [ "$(id -u)" != 0 ] && [ -z "$sudo" ]; }; then
-	echo "build/deps.sh: the tests need promtool, busybox and qemu-user-static; install the packages:$missing (Debian/Ubuntu names) and run again" >&2
+	echo "build/deps.sh: the tests need promtool, busybox, qemu-user-static, iproute2, nftables, iptables and gcc; install the packages:$missing (Debian/Ubuntu names) and run again" >&2
 	exit 1
 fi
 echo "build/deps.sh: installing$missing" >&2

@@ -248,7 +248,8 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 }
 
 // revise sends, as MODIFIED, every object of the client's selection that a revision changed
-// since the watch last looked (through Transform, as every object it is sent).
+// since the watch last looked: the store's object through Transform, as every object it is sent
+// (Transform applies the revision; the revision's own output only without one).
 func (s *Store) revise(ww *wire.WatchWriter, sv Serving, sel wire.Selector, pb bool) (<-chan struct{}, bool) {
 	fn, next := sv.Revisions.Pass()
 	if fn == nil {
@@ -268,8 +269,10 @@ func (s *Store) revise(ww *wire.WatchWriter, sv Serving, sel wire.Selector, pb b
 			continue
 		}
 		if sv.Transform != nil {
+			// Transform applies the revision of the moment itself: it is given the store's bytes
+			// (the cloud's word), never the revision's output (issue 30).
 			var drop bool
-			if raw, drop = sv.Transform(raw); drop {
+			if raw, drop = sv.Transform(o.raw); drop {
 				continue
 			}
 		}

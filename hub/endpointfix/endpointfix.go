@@ -64,6 +64,9 @@ type Fixer struct {
 	full     bool         // MaxPods reached (logged once)
 	// foreign are the reports the pool's other hubs share, by node (each only its own node's).
 	foreign map[string][]Pod
+	// retired are the reports of pods whose correction ended, for the older copies of their
+	// slices (retired.go).
+	retired map[string]Pod
 }
 
 type entry struct {
@@ -75,6 +78,9 @@ type entry struct {
 	slices map[string]string
 	// pending counts kubelet's status writes of the pod on their way to the cloud (sending.go).
 	pending int
+	// agreed are the slices seen from the cloud saying what kubelet reported since they were
+	// corrected, each with its resourceVersion then (retired.go).
+	agreed map[string]string
 }
 
 // New returns a Fixer for node. bound <= 0 means DefaultBound. It starts offline: corrections
@@ -86,7 +92,7 @@ func New(node string, bound time.Duration, log *slog.Logger) *Fixer {
 	if log == nil {
 		log = slog.Default()
 	}
-	f := &Fixer{node: node, bound: bound, log: log, entries: map[string]*entry{}, changed: make(chan struct{})}
+	f := &Fixer{node: node, bound: bound, log: log, entries: map[string]*entry{}, retired: map[string]Pod{}, changed: make(chan struct{})}
 	f.cur.Store(&view{node: node})
 	return f
 }
@@ -123,6 +129,9 @@ func (f *Fixer) publishLocked() {
 		for _, p := range ps {
 			pods[podID(node, p.Key())] = p
 		}
+	}
+	for k, p := range f.retired {
+		pods[podID(f.node, k)] = p
 	}
 	for _, e := range f.entries {
 		p := e.report
@@ -166,6 +175,7 @@ func (f *Fixer) report(p Pod) {
 		}
 		e = &entry{slices: map[string]string{}}
 		f.entries[p.Key()] = e
+		delete(f.retired, p.Key())
 	} else if e.report.same(p) && !e.cloudAgrees {
 		return
 	}
@@ -209,16 +219,6 @@ func (f *Fixer) ReportedOnline(raw []byte) {
 	}
 }
 
-// retireLocked drops an entry whose correction the cloud no longer needs (online, the cloud
-// agrees and every slice corrected for it was seen right from the cloud).
-func (f *Fixer) retireLocked(k string, e *entry) bool {
-	if !f.online || !e.cloudAgrees || len(e.slices) > 0 {
-		return false
-	}
-	delete(f.entries, k)
-	return true
-}
-
 // observe records what serving a slice showed: an endpoint corrected, or one that already said
 // what kubelet reported in a slice the cloud sent (online).
 func (f *Fixer) observe(slice, rv, id string, fixed bool) {
@@ -242,6 +242,10 @@ func (f *Fixer) observe(slice, rv, id string, fixed bool) {
 		f.count.Add(1)
 	case !fixed && online && had:
 		delete(e.slices, slice)
+		if e.agreed == nil {
+			e.agreed = map[string]string{}
+		}
+		e.agreed[slice] = rv
 		f.count.Add(-1)
 		if f.retireLocked(pod, e) {
 			f.publishLocked()
@@ -261,6 +265,10 @@ func (f *Fixer) SetOnline(online bool, now time.Time) {
 	f.isOnline.Store(online)
 	f.returned = time.Time{}
 	if !online {
+		if len(f.retired) > 0 {
+			clear(f.retired)
+			f.publishLocked()
+		}
 		return
 	}
 	f.returned = now
@@ -282,11 +290,12 @@ func (f *Fixer) SetOnline(online bool, now time.Time) {
 func (f *Fixer) expire(now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.online || f.returned.IsZero() || now.Sub(f.returned) < f.bound || len(f.entries) == 0 {
+	if !f.online || f.returned.IsZero() || now.Sub(f.returned) < f.bound || len(f.entries) == 0 && len(f.retired) == 0 {
 		return
 	}
 	f.log.Info("endpointfix: the cloud's endpoints are served as they are again", "pods", len(f.entries), "after", f.bound)
 	clear(f.entries)
+	clear(f.retired)
 	f.publishLocked()
 }
 

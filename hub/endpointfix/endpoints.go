@@ -19,7 +19,7 @@ func (v *view) fixEndpoints(e *corev1.Endpoints, n note) bool {
 		var ready, notReady []corev1.EndpointAddress
 		moved := false
 		place := func(a corev1.EndpointAddress, wasReady bool) {
-			id, p, ok := v.reported(a.NodeName, a.TargetRef, e.Namespace)
+			id, p, ok := v.reported(a.NodeName, a.TargetRef, e.Namespace, e.Namespace+"/"+e.Name, e.ResourceVersion)
 			if !ok {
 				if wasReady {
 					ready = append(ready, a)

@@ -2,6 +2,7 @@ package endpointfix
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -30,6 +31,9 @@ type Pod struct {
 	// stale: while Pending, the slices served corrected for the pod, by the resourceVersion
 	// each had then (the cloud's word from before the write).
 	stale map[string]string
+	// floor: once the correction ended, the slices the cloud was seen agreeing in, by their
+	// resourceVersion then: only older copies are still corrected (retired.go).
+	floor map[string]string
 }
 
 // Key is namespace/name.
@@ -73,7 +77,7 @@ func FromPod(pod *corev1.Pod) Pod {
 // same reports whether two reports give the same endpoints.
 func (p Pod) same(o Pod) bool {
 	return p.UID == o.UID && slices.Equal(p.IPs, o.IPs) && p.Ready == o.Ready && p.Terminating == o.Terminating &&
-		p.Terminal == o.Terminal && p.Gone == o.Gone && p.Pending == o.Pending
+		p.Terminal == o.Terminal && p.Gone == o.Gone && p.Pending == o.Pending && maps.Equal(p.floor, o.floor)
 }
 
 // addresses are the pod's IPs of a slice's address type, as the controller lists them

@@ -55,7 +55,7 @@ type note func(slice, rv, pod string, fixed bool)
 // targetRef, in namespace ns when the ref names none), ok when that pod is being corrected. A ref
 // whose UID is not the reported pod's names another pod of that name, one that does not run here:
 // it gets a gone pod.
-func (v *view) reported(node *string, ref *corev1.ObjectReference, ns string) (id string, p Pod, ok bool) {
+func (v *view) reported(node *string, ref *corev1.ObjectReference, ns, slice, rv string) (id string, p Pod, ok bool) {
 	if node == nil || ref == nil || ref.Kind != "Pod" {
 		return "", Pod{}, false
 	}
@@ -63,7 +63,7 @@ func (v *view) reported(node *string, ref *corev1.ObjectReference, ns string) (i
 		ns = ref.Namespace
 	}
 	id = podID(*node, ns+"/"+ref.Name)
-	if p, ok = v.pods[id]; !ok {
+	if p, ok = v.pods[id]; !ok || !p.applies(slice, rv) {
 		return "", Pod{}, false
 	}
 	if ref.UID != "" && p.UID != "" && string(ref.UID) != p.UID {
@@ -78,11 +78,11 @@ func (v *view) fixSlice(s *discoveryv1.EndpointSlice, n note) bool {
 	changed := false
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
-		id, p, ok := v.reported(ep.NodeName, ep.TargetRef, s.Namespace)
+		key := s.Namespace + "/" + s.Name
+		id, p, ok := v.reported(ep.NodeName, ep.TargetRef, s.Namespace, key, s.ResourceVersion)
 		if !ok {
 			continue
 		}
-		key := s.Namespace + "/" + s.Name
 		fixed := !p.defers(key, s.ResourceVersion, ep.Addresses, p.addresses(s.AddressType)) && p.fix(ep, s.AddressType)
 		changed = changed || fixed
 		if n != nil {

@@ -18,9 +18,13 @@ import (
 // netns is a network namespace the test creates (the host's interfaces are never touched). It
 // lives while its file descriptor is open; Path names it for nsenter.
 type netns struct {
-	fd   int
-	Path string
+	fd    int
+	Path  string
+	close sync.Once
 }
+
+// Close gives the namespace up (once; newNetns's cleanup calls it too).
+func (ns *netns) Close() { ns.close.Do(func() { unix.Close(ns.fd) }) }
 
 // newNetns creates a network namespace with its loopback up, closed when the test ends.
 func newNetns(t *testing.T) *netns {
@@ -45,7 +49,7 @@ func newNetns(t *testing.T) *netns {
 		t.Skipf("cannot create a network namespace: %v", r.err)
 	}
 	ns := &netns{fd: r.fd, Path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), r.fd)}
-	t.Cleanup(func() { unix.Close(ns.fd) })
+	t.Cleanup(ns.Close)
 	if out, err := exec.Command("nsenter", "--net="+ns.Path, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("loopback up in the test namespace: %v\n%s", err, out)
 	}
