@@ -55,11 +55,22 @@ func corednsSAToken(t *testing.T, c *harness.Cluster, ns string) string {
 // On each release's control plane (TestCoreDNSOffline/v1.34, /v1.37).
 func TestCoreDNSOffline(t *testing.T) { eachRelease(t, corednsOffline) }
 
-func corednsOffline(t *testing.T, c *harness.Cluster) {
+// dnsNode is real CoreDNS on a hub whose link to the cloud goes through a relay a test can cut,
+// resolving a ClusterIP Service's name and a headless Service's online.
+type dnsNode struct {
+	dns      *harness.CoreDNS
+	hub      *harness.Hub
+	relay    *harness.Relay
+	resolved func() error // nil when both names resolve to their addresses
+}
+
+// startDNSNode starts CoreDNS on a hub (flags args) and waits until it resolves both names online
+// and the hub cached what CoreDNS read.
+func startDNSNode(t *testing.T, c *harness.Cluster, args ...string) *dnsNode {
 	// The secure port's serving certificate: signed by kube-controller-manager, approved here.
 	startControllerManagerOn(t, c, 0)
 	approve, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go c.ApproveServingCSRs(approve)
 	ctx := context.Background()
 	bin, err := harness.CoreDNSBinary()
@@ -94,8 +105,8 @@ func corednsOffline(t *testing.T, c *harness.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer relay.Close()
-	h := startHubOn(t, c, t.TempDir(), relay.URL(), "--heartbeat-timeout-seconds=1")
+	t.Cleanup(relay.Close)
+	h := startHubOn(t, c, t.TempDir(), relay.URL(), args...)
 	waitServingOn(t, c, h)
 	dns, err := harness.StartCoreDNS(harness.CoreDNSOptions{Bin: bin, Dir: t.TempDir(), Server: h.SecureURL, CAFile: c.PKI.CAFile, Token: token})
 	if err != nil {
@@ -124,6 +135,12 @@ func corednsOffline(t *testing.T, c *harness.Cluster) {
 	t.Logf("online: both names resolved %v after CoreDNS's start", time.Since(dns.Started).Round(time.Millisecond))
 	cacheWritten(t, h)
 
+	return &dnsNode{dns: dns, hub: h, relay: relay, resolved: resolved}
+}
+
+func corednsOffline(t *testing.T, c *harness.Cluster) {
+	n := startDNSNode(t, c, "--heartbeat-timeout-seconds=1")
+	dns, h, relay, resolved, ctx := n.dns, n.hub, n.relay, n.resolved, context.Background()
 	dns.Stop()
 	blackHole(t, h, relay)
 	if err := dns.Start(); err != nil {
