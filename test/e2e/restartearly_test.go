@@ -63,4 +63,3 @@ func restartEarly(t *testing.T, c *harness.Cluster) {
 		}
 	}
 }
-
