@@ -62,7 +62,8 @@ var kubeletStartErrors = []allowedError{
 // TestKubelet runs kubemark's hollow node (the kubelet's and kube-proxy's own code, a fake
 // container runtime) through nodehub, the cloud reachable only through a relay that a scenario
 // black-holes. The scenarios share one node and run in order: online, cut for minutes, kubelet
-// restarted offline, node rebooted offline, cloud returns. They run once per Kubernetes release
+// restarted offline, node rebooted offline, cloud returns, kubelet restarted as the link is cut
+// again (kubeletearly_test.go). They run once per Kubernetes release
 // of the harness (TestKubelet/v1.34/..., TestKubelet/v1.37/...), one release after the other, each
 // with its own control plane, kubelet and kube-proxy of that release; NODEHUB_E2E_KUBELET_RELEASES
 // ("v1.37", or "v1.34,v1.37") picks some.
@@ -178,6 +179,7 @@ func kubeletScenarios(t *testing.T, c *harness.Cluster, cut time.Duration) {
 	t.Run("kubelet-restart-offline", k.kubeletRestart)
 	t.Run("node-reboot-offline", k.nodeReboot)
 	t.Run("cloud-returns", k.cloudReturns)
+	t.Run("kubelet-restart-early-in-outage", k.kubeletRestartEarly)
 }
 
 type kubeletScenario struct {
