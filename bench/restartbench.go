@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"time"
@@ -19,12 +21,19 @@ const restartServices = 100
 
 // benchRestart measures a client restarted at a moment of an outage the hub may not have noticed
 // yet (the link black-holed, not refused; default health flags): real CoreDNS (test/e2e/coredns)
-// with its own ServiceAccount token on the hub's proxy port, restarted 0, 1, 3, 5 and 10 s after
+// with its own ServiceAccount token on the hub's secure port, restarted 0, 1, 3, 5 and 10 s after
 // the cut, from its exec until it resolves every Service's name. Before each moment the link is
 // restored, the hub back online and CoreDNS resolving online. The kubelet's figures at the same
 // moments are in the kubelet section (kubeletMoments).
 func benchRestart(e *env, o options) error {
-	ctx := e.ctx
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	kcm, err := e.c.StartControllerManager(ctx, harness.ControllerOptions{}) // the secure port's certificate
+	if err != nil {
+		return err
+	}
+	defer kcm.Stop()
+	go e.c.ApproveServingCSRs(ctx)
 	const ns = "bench-restart"
 	if err := e.c.EnsureNamespace(ctx, ns); err != nil {
 		return err
@@ -54,10 +63,15 @@ func benchRestart(e *env, o options) error {
 	if err := h.WaitHTTP(ctx, "/v1/readyz", 20*time.Second); err != nil {
 		return err
 	}
+	pool := x509.NewCertPool()
+	pool.AddCert(e.c.PKI.CA)
+	if err := waitSecure(h, &tls.Config{RootCAs: pool}); err != nil {
+		return err
+	}
 	if dir, err = e.hubDir(); err != nil {
 		return err
 	}
-	dns, err := harness.StartCoreDNS(harness.CoreDNSOptions{Bin: bin, Dir: dir, Server: h.ProxyURL, CAFile: e.c.PKI.CAFile, Token: token})
+	dns, err := harness.StartCoreDNS(harness.CoreDNSOptions{Bin: bin, Dir: dir, Server: h.SecureURL, CAFile: e.c.PKI.CAFile, Token: token})
 	if err != nil {
 		return err
 	}
@@ -66,7 +80,7 @@ func benchRestart(e *env, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n## a client restarted at a moment of an outage: real CoreDNS 1.15 (its own ServiceAccount token, the proxy port), %d Services with a 10-endpoint EndpointSlice each, control plane %s; the link black-holed (no answer), default health flags, the hub idle since the cut\n", restartServices, e.c.Version)
+	fmt.Printf("\n## a client restarted at a moment of an outage: real CoreDNS 1.15 (its own ServiceAccount token, the secure port), %d Services with a 10-endpoint EndpointSlice each, control plane %s; the link black-holed (no answer), default health flags, the hub idle since the cut\n", restartServices, e.c.Version)
 	fmt.Println("from CoreDNS's exec to every Service's name resolved; 'hub offline already': the hub noticed the outage before the restart")
 	for _, m := range restartMoments {
 		took, wasOnline, err := restartDNSAt(ctx, h, relay, dns, want, m)
