@@ -60,8 +60,10 @@ func (h *health) reachResult(started time.Time, err error, now time.Time) (State
 		}
 		return prev, false
 	}
-	if h.suspectAt.IsZero() {
-		return prev, false // a probe answered after the trouble began: the link is alive
+	if h.suspectAt.IsZero() || errors.Is(err, ErrNoCredentials) {
+		// A probe answered after the trouble began (the link is alive), or the reach could not
+		// be sent (no cluster CA yet): no verdict on the server.
+		return prev, false
 	}
 	h.lastErr = err
 	h.fails++

@@ -199,3 +199,22 @@ func TestReachCountsATLSErrorAsAnAnswer(t *testing.T) {
 		t.Fatalf("black hole: %v", err)
 	}
 }
+
+// A reach that could not be sent (no cluster CA) is no verdict on the server.
+func TestReachWithoutCredentialsIsNoVerdict(t *testing.T) {
+	var h health
+	h.init()
+	tm := defaultTiming
+	seq := h.start(epoch, ping, &tm)
+	h.result(seq, epoch, ping, nil, epoch.Add(rtt), &tm)
+	now := epoch.Add(time.Second)
+	h.suspect(now, ErrNoAnswerYet)
+	h.start(now, reach, &tm)
+	if st, changed := h.result(0, now, reach, ErrNoCredentials, now, &tm); changed || st != Healthy {
+		t.Fatalf("a reach without credentials: %v (changed %v)", st, changed)
+	}
+	h.start(now, reach, &tm)
+	if st, changed := h.result(0, now, reach, errTimeout, now.Add(reachFloor), &tm); !changed || st != Unhealthy {
+		t.Fatalf("a reach with no answer: %v (changed %v)", st, changed)
+	}
+}
