@@ -43,9 +43,9 @@ type dnsNode struct {
 	resolved func() error // nil when both names resolve to their addresses
 }
 
-// startDNSNode starts CoreDNS on a hub (flags args) and waits until it resolves both names online
-// and the hub cached what CoreDNS read.
-func startDNSNode(t *testing.T, c *harness.Cluster, args ...string) *dnsNode {
+// startDNSNode starts CoreDNS on a hub (flags args), its Services in namespace ns, and waits until
+// it resolves both names online and the hub cached what CoreDNS read.
+func startDNSNode(t *testing.T, c *harness.Cluster, ns string, args ...string) *dnsNode {
 	// The secure port's serving certificate: signed by kube-controller-manager, approved here.
 	startControllerManagerOn(t, c, 0)
 	approve, cancel := context.WithCancel(context.Background())
@@ -56,7 +56,6 @@ func startDNSNode(t *testing.T, c *harness.Cluster, args ...string) *dnsNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := "coredns-e2e"
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +117,7 @@ func startDNSNode(t *testing.T, c *harness.Cluster, args ...string) *dnsNode {
 }
 
 func corednsOffline(t *testing.T, c *harness.Cluster) {
-	n := startDNSNode(t, c, "--heartbeat-timeout-seconds=1")
+	n := startDNSNode(t, c, "coredns-e2e", "--heartbeat-timeout-seconds=1")
 	dns, h, relay, resolved, ctx := n.dns, n.hub, n.relay, n.resolved, context.Background()
 	dns.Stop()
 	blackHole(t, h, relay)

@@ -19,7 +19,7 @@ import (
 func TestRestartEarlyInOutage(t *testing.T) { eachRelease(t, restartEarly) }
 
 func restartEarly(t *testing.T, c *harness.Cluster) {
-	n := startDNSNode(t, c)
+	n := startDNSNode(t, c, "coredns-restart")
 	healthy := `nodehub_server_healthy{server="` + n.relay.Addr + `"}`
 	failedReaches := `nodehub_server_reach_probes_total{server="` + n.relay.Addr + `",result="failed"}`
 	// 5 s after the cut the hub's own requests (the pool's, GC's) may have found the black hole
