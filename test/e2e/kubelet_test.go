@@ -51,6 +51,7 @@ var kubemarkErrors = []allowedError{
 var kubeletStartErrors = []allowedError{
 	{`"Image garbage collection failed once. Stats initialization may not have completed yet" err="imageFs information is unavailable"`, "cadvisor's first stats are not there yet"},
 	{`"Skipping pod synchronization" err="\[container runtime status check may not have completed yet, PLEG is not healthy: pleg has yet to be successful\]"`, "the first runtime relist has not run yet"},
+	{`"Skipping pod synchronization" err="PLEG is not healthy: pleg has yet to be successful"`, "the same, once the runtime status check completed first (a loaded machine)"},
 	{`"Error getting the current node from lister" err="node \\"` + hollowNode + `\\" not found"`, "the node informer has not synced yet"},
 	{`"Unable to register mirror pod because node is not registered yet" err="node \\"` + hollowNode + `\\" not found"`, "v1.37's kubelet: the node informer has not synced yet (online too)"},
 }
