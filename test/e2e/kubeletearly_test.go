@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-
 	"nodehub/e2e/harness"
 )
 
