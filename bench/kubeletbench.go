@@ -17,6 +17,7 @@ import (
 type kubeletFigures struct {
 	version                        string
 	first, online, offline, reboot time.Duration
+	moments                        []time.Duration // restarted at restartMoments after a cut
 	err                            error
 }
 
@@ -68,6 +69,14 @@ func benchKubelet(e *env, o options) error {
 	line("kubelet_restart_online", func(f kubeletFigures) time.Duration { return f.online }, "")
 	line("kubelet_restart_offline", func(f kubeletFigures) time.Duration { return f.offline }, "\t(black-holed link)")
 	line("node_reboot_offline", func(f kubeletFigures) time.Duration { return f.reboot }, "\t(from nodehub's exec; black-holed link)")
+	for i, m := range restartMoments {
+		line(fmt.Sprintf("kubelet_restart_%ds_after_cut", int(m.Seconds())), func(f kubeletFigures) time.Duration {
+			if i < len(f.moments) {
+				return f.moments[i]
+			}
+			return 0
+		}, "\t(goal ≤ 5 s; the link black-holed at the restart's moment, the hub idle since)")
+	}
 	for _, f := range figs {
 		if f.err != nil {
 			return fmt.Errorf("kubelet %s: %w", f.version, f.err)
@@ -180,7 +189,8 @@ func measureKubelet(e *env, c *harness.Cluster, o options) (f kubeletFigures) {
 		if f.reboot, err = allStarted(ctx, hn, n, t0); err != nil {
 			return fmt.Errorf("reboot offline: %w\n%s", err, tailLog(hn.Kubelet.Log()))
 		}
-		return relay.Pass()
+		f.moments, err = kubeletMoments(ctx, h, relay, hn, n)
+		return err
 	}()
 	return f
 }

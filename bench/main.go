@@ -53,7 +53,7 @@ func main() {
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
 	flag.StringVar(&o.kubeletReleases, "kubelet-releases", "v1.34,v1.37", "the Kubernetes releases (control plane, kubelet, kube-proxy) the kubelet section runs, side by side")
-	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints, kubelet, cloud, coldstart or flannel")
+	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints, kubelet, restart, cloud, coldstart or flannel")
 	flag.StringVar(&o.cloudSizes, "cloud-sizes", "10,30", "the cloud section's pool sizes (hubs)")
 	flag.StringVar(&o.cloudModes, "cloud-modes", "node,lease", "the cloud section's sharing modes")
 	flag.DurationVar(&o.cloudIdle, "cloud-idle", 5*time.Minute, "how long the cloud section measures idle uplink (a per-day figure: long enough that one-off costs of a hub's first minutes weigh little)")
@@ -231,6 +231,11 @@ func run(o options) error {
 	}
 	if o.only == "" || o.only == "kubelet" {
 		if err := benchKubelet(e, o); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "restart" {
+		if err := benchRestart(e, o); err != nil {
 			return err
 		}
 	}

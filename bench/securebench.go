@@ -41,17 +41,8 @@ func benchSecure(e *env, o options) error {
 	pool := x509.NewCertPool()
 	pool.AddCert(e.c.PKI.CA)
 	tlsCfg := &tls.Config{RootCAs: pool}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := tls.Dial("tcp", h.SecureURL[len("https://"):], tlsCfg)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("secure port: no serving certificate within 60s: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := waitSecure(h, tlsCfg); err != nil {
+		return err
 	}
 	client := func() *http.Client {
 		return &http.Client{Transport: &bearer{token: token, rt: &http.Transport{ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4, TLSClientConfig: tlsCfg.Clone()}}}
@@ -128,4 +119,21 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.rt.RoundTrip(r)
+}
+
+// waitSecure waits until h's secure port serves a certificate tlsCfg trusts (kube-controller-manager
+// signed it and ApproveServingCSRs approved it).
+func waitSecure(h *harness.Hub, tlsCfg *tls.Config) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := tls.Dial("tcp", h.SecureURL[len("https://"):], tlsCfg)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("secure port: no serving certificate within 60s: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

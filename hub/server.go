@@ -102,6 +102,7 @@ func New(cfg Config) (*Server, error) {
 		Timeout:          cfg.HeartbeatTimeout,
 		FailedRetry:      cfg.HeartbeatFailed,
 		HealthyThreshold: cfg.HeartbeatHealthy,
+		OnReach:          s.metrics.reach,
 		OnChange: func(b *remote.Backend, st remote.State) {
 			s.metrics.serverHealth(b, st == remote.Healthy)
 			if s.state.update() {

@@ -14,8 +14,9 @@ import (
 // FailedRetry consecutive failed probes (a failed heartbeat is retried every second with a Ping),
 // or after one failed probe while a request to it is in trouble (MarkSuspect: it failed to
 // connect, or has waited for its answer longer than the Balancer's SuspectAfter). A request alone
-// never decides: a suspicion only sends a Ping at once, and a server that answers it stays healthy
-// however slow the request itself is.
+// never decides: a suspicion only sends a Reach at once (reach.go: a new connection's handshake
+// with a short deadline, not waiting for the probes still out), and a server that answers it
+// stays healthy however slow the request itself is; one that does not turns unhealthy then.
 //
 // An unhealthy server gets a Ping every second (RecoverInterval), without waiting for the ones
 // still out on a black-holed link, and turns healthy after HealthyThreshold consecutive good
@@ -25,6 +26,12 @@ type Checker struct {
 	Probe func(ctx context.Context, b *Backend) error
 	// Ping sends one small request through the backend. Default: Backend.Ping (GET /readyz).
 	Ping func(ctx context.Context, b *Backend) error
+	// Reach asks whether the server's end of the link answers now (reach.go). Default:
+	// Backend.Reach.
+	Reach func(ctx context.Context, b *Backend) error
+	// OnReach, if set, is told each reach's outcome (what telling a black hole from a slow cloud
+	// costs).
+	OnReach func(b *Backend, err error)
 	// Interval between heartbeats of a healthy server. Default 10s.
 	Interval time.Duration
 	// RecoverInterval between probes of an unhealthy server and after a failed heartbeat.
@@ -66,13 +73,17 @@ func (c *Checker) defaults() timing {
 	if c.Ping == nil {
 		c.Ping = func(ctx context.Context, b *Backend) error { return b.Ping(ctx) }
 	}
+	if c.Reach == nil {
+		c.Reach = func(ctx context.Context, b *Backend) error { return b.Reach(ctx) }
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
 	return timing{
 		interval: c.Interval, retry: c.RecoverInterval, suspectGap: min(suspectGap, c.RecoverInterval),
+		reachFloor: min(reachFloor, c.Timeout), timeout: c.Timeout,
 		failedRetry: c.FailedRetry, threshold: c.HealthyThreshold,
-		// Probes of a black-holed server overlap: each waits out Timeout.
+		// Probes of a black-holed server overlap: each waits out Timeout (a reach is apart).
 		maxInFlight: int(c.Timeout/c.RecoverInterval) + 2,
 	}
 }
@@ -123,11 +134,15 @@ func (c *Checker) loop(ctx context.Context, b *Backend, t *timing) {
 				wait = at.Sub(now)
 				break
 			}
+			timeout := c.Timeout
+			if kind == reach {
+				timeout = h.reachTimeout(t)
+			}
 			seq := h.start(now, kind, t)
 			probes.Add(1)
 			go func() {
 				defer probes.Done()
-				results <- probeResult{seq, now, kind, c.probe(ctx, b, kind)}
+				results <- probeResult{seq, now, kind, c.probe(ctx, b, kind, timeout)}
 			}()
 		}
 		h.mu.Unlock()
@@ -144,10 +159,17 @@ func (c *Checker) loop(ctx context.Context, b *Backend, t *timing) {
 	}
 }
 
-func (c *Checker) probe(ctx context.Context, b *Backend, kind probeKind) error {
-	pctx, cancel := context.WithTimeout(ctx, c.Timeout)
+func (c *Checker) probe(ctx context.Context, b *Backend, kind probeKind, timeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if kind == heartbeat && c.Probe != nil {
+	switch {
+	case kind == reach:
+		err := c.Reach(pctx, b)
+		if c.OnReach != nil {
+			c.OnReach(b, err)
+		}
+		return err
+	case kind == heartbeat && c.Probe != nil:
 		return c.Probe(pctx, b)
 	}
 	return c.Ping(pctx, b)
@@ -178,9 +200,9 @@ func (c *Checker) change(b *Backend, s State, err error) {
 }
 
 // MarkSuspect records that a proxied request to the server failed or has waited too long for its
-// answer. It does not change the server's health: it asks the checker for a probe at once (at most
-// one every half second), and a failure of that probe, or of one already out, makes the server
-// unhealthy.
+// answer. It does not change the server's health: it asks the checker for a reach at once (at most
+// one every half second, reach.go), and a failure of that reach, or of a probe already out, makes
+// the server unhealthy.
 func (b *Backend) MarkSuspect(err error) {
 	h := &b.health
 	h.mu.Lock()

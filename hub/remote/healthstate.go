@@ -36,13 +36,16 @@ type probeKind int
 const (
 	heartbeat probeKind = iota // Checker.Probe: the periodic heartbeat (the node lease)
 	ping                       // Checker.Ping: one small request
+	reach                      // Checker.Reach: is the link alive now (reach.go), a short deadline
 )
 
 // timing is the part of a Checker the schedule needs.
 type timing struct {
 	interval    time.Duration // between heartbeats of a healthy server
 	retry       time.Duration // between probes of an unhealthy server, and after a failed heartbeat
-	suspectGap  time.Duration // least time between two probes of a healthy server
+	suspectGap  time.Duration // least time between two reaches of a healthy server
+	reachFloor  time.Duration // the least deadline of a reach (see reachTimeout)
+	timeout     time.Duration // a probe's deadline, and the most a reach's may be
 	failedRetry int
 	threshold   int
 	maxInFlight int
@@ -60,14 +63,17 @@ type health struct {
 	fails, oks int // consecutive failed / good probes
 	lastErr    error
 	inflight   int
-	seq        uint64    // last probe started
-	runFirst   uint64    // first probe of the run of good answers that counts (see result)
-	runNext    uint64    // the probe that continues that run
-	lastStart  time.Time // start of the last probe
-	nextBeat   time.Time // when a healthy server's next heartbeat is due
-	suspectAt  time.Time // a request found trouble (zero: none since the last good probe)
-	urgent     bool      // that trouble was a failure (refused, reset), not a wait: probe at once
-	started    bool      // the first probe went out
+	seq        uint64        // last probe started
+	runFirst   uint64        // first probe of the run of good answers that counts (see result)
+	runNext    uint64        // the probe that continues that run
+	lastStart  time.Time     // start of the last probe
+	nextBeat   time.Time     // when a healthy server's next heartbeat is due
+	suspectAt  time.Time     // a request found trouble (zero: none since the last good probe)
+	urgent     bool          // that trouble was a failure (refused, reset), not a wait: probe at once
+	started    bool          // the first probe went out
+	reaching   bool          // a reach is out (it does not count in inflight)
+	lastReach  time.Time     // start of the last reach
+	linkTime   time.Duration // the slowest recent good ping or reach (see sample)
 }
 
 func (h *health) init() {
@@ -84,14 +90,16 @@ func (h *health) nextProbe(t *timing) (at time.Time, kind probeKind, ok bool) {
 	}
 	switch h.get() {
 	case Healthy:
+		if !h.suspectAt.IsZero() && !h.reaching {
+			// A request is in trouble: is the link alive now? Not after the probes still out,
+			// which may wait out their whole timeout on a black-holed link.
+			if h.urgent {
+				return h.suspectAt, reach, true
+			}
+			return later(h.suspectAt, h.lastReach.Add(t.suspectGap)), reach, true
+		}
 		if h.inflight > 0 {
 			return time.Time{}, 0, false // its answer (or timeout) is what counts
-		}
-		if !h.suspectAt.IsZero() {
-			if h.urgent {
-				return h.suspectAt, ping, true
-			}
-			return later(h.suspectAt, h.lastStart.Add(t.suspectGap)), ping, true
 		}
 		if h.fails > 0 {
 			if at := h.lastStart.Add(t.retry); at.Before(h.nextBeat) {
@@ -113,8 +121,12 @@ func (h *health) nextProbe(t *timing) (at time.Time, kind probeKind, ok bool) {
 
 // start records a probe that goes out now and returns its sequence number.
 func (h *health) start(now time.Time, kind probeKind, t *timing) uint64 {
-	h.started = true
 	h.urgent = false
+	if kind == reach {
+		h.reaching, h.lastReach = true, now
+		return h.seq
+	}
+	h.started = true
 	h.inflight++
 	h.seq++
 	h.lastStart = now
@@ -132,11 +144,17 @@ func (h *health) start(now time.Time, kind probeKind, t *timing) uint64 {
 // probes: a late answer to a probe older than the run is ignored, and so is a failure of a probe
 // sent before the run began (it went into the link before it came back).
 func (h *health) result(seq uint64, started time.Time, kind probeKind, err error, now time.Time, t *timing) (State, bool) {
+	if kind == reach {
+		return h.reachResult(started, err, now)
+	}
 	h.inflight--
 	prev := h.get()
 	next := prev
 	if err == nil {
 		h.reached.Store(true)
+		if kind == ping {
+			h.sample(now.Sub(started))
+		}
 		h.lastErr = nil
 		if !h.suspectAt.IsZero() && !started.Before(h.suspectAt) {
 			h.suspectAt = time.Time{} // answered after the trouble was seen
@@ -181,6 +199,11 @@ func (h *health) result(seq uint64, started time.Time, kind probeKind, err error
 	if next == prev {
 		return prev, false
 	}
+	return h.turn(next, kind, now)
+}
+
+// turn records a change of state.
+func (h *health) turn(next State, kind probeKind, now time.Time) (State, bool) {
 	h.state.Store(int32(next))
 	h.suspectAt, h.urgent = time.Time{}, false
 	h.oks = 0

@@ -84,8 +84,15 @@ func (s *sim) run(until time.Duration) {
 			if !ok || at.After(s.at(s.now)) {
 				break
 			}
+			timeout := s.t.timeout
+			if kind == reach {
+				timeout = s.h.reachTimeout(&s.t)
+			}
 			seq := s.h.start(s.at(s.now), kind, &s.t)
 			d, err := s.link(s.now, kind)
+			if d > timeout {
+				d, err = timeout, errTimeout
+			}
 			s.probes[kind]++
 			s.out = append(s.out, simProbe{seq, s.now, s.now + d, kind, err})
 		}
@@ -337,8 +344,9 @@ func TestNoCredentialsIsNoVerdict(t *testing.T) {
 	}
 }
 
-// A request that waits asks for a probe at most every half second; one that failed (refused,
-// reset: nothing a client causes at will) gets it at once, even right after another probe.
+// A request that waits asks for a reach at once, and for another at most every half second; one
+// that failed (refused, reset: nothing a client causes at will) gets it at once, even right after
+// another reach.
 func TestFailedRequestProbesAtOnce(t *testing.T) {
 	var h health
 	h.init()
@@ -350,8 +358,17 @@ func TestFailedRequestProbesAtOnce(t *testing.T) {
 	if !h.suspect(now, ErrNoAnswerYet) {
 		t.Fatal("first suspicion ignored")
 	}
-	if at, kind, ok := h.nextProbe(&tm); !ok || kind != ping || !at.Equal(epoch.Add(tm.suspectGap)) {
-		t.Fatalf("a waiting request: probe at %v (want %v)", at.Sub(epoch), tm.suspectGap)
+	if at, kind, ok := h.nextProbe(&tm); !ok || kind != reach || !at.Equal(now) {
+		t.Fatalf("a waiting request: %v at %v (want a reach at once, %v)", kind, at.Sub(epoch), now.Sub(epoch))
+	}
+	h.start(now, reach, &tm)
+	h.result(0, now, reach, nil, now.Add(rtt), &tm)
+	now = now.Add(100 * time.Millisecond)
+	if !h.suspect(now, ErrNoAnswerYet) {
+		t.Fatal("a suspicion after the answered reach ignored")
+	}
+	if at, kind, ok := h.nextProbe(&tm); !ok || kind != reach || !at.Equal(epoch.Add(100*time.Millisecond+tm.suspectGap)) {
+		t.Fatalf("a waiting request: %v at %v (want a reach half a second after the last)", kind, at.Sub(epoch))
 	}
 	if h.suspect(now, ErrNoAnswerYet) {
 		t.Fatal("a second waiting request woke the checker again")
@@ -362,8 +379,8 @@ func TestFailedRequestProbesAtOnce(t *testing.T) {
 	if at, _, ok := h.nextProbe(&tm); !ok || !at.Equal(now) {
 		t.Fatalf("a failed request: probe at %v (want at once, %v)", at.Sub(epoch), now.Sub(epoch))
 	}
-	seq = h.start(now, ping, &tm)
-	if st, ok := h.result(seq, now, ping, errors.New("connection refused"), now, &tm); !ok || st != Unhealthy {
-		t.Fatalf("probe failed after a failed request: %v %v (want unhealthy)", st, ok)
+	h.start(now, reach, &tm)
+	if st, ok := h.result(0, now, reach, errors.New("connection refused"), now, &tm); !ok || st != Unhealthy {
+		t.Fatalf("reach failed after a failed request: %v %v (want unhealthy)", st, ok)
 	}
 }

@@ -7,43 +7,22 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehub/e2e/harness"
 )
 
-// corednsSAToken creates ServiceAccount ns/coredns with what CoreDNS's kubernetes plugin reads
-// (list and watch Services, EndpointSlices, Namespaces; the system:coredns ClusterRole of a
-// kubeadm cluster, less pods) and returns a token for it, as its pod would have.
+// corednsSAToken returns a token of ServiceAccount ns/coredns with what CoreDNS reads
+// (harness.CoreDNSToken).
 func corednsSAToken(t *testing.T, c *harness.Cluster, ns string) string {
 	t.Helper()
-	ctx := context.Background()
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-coredns"}, Rules: []rbacv1.PolicyRule{
-		{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"services", "namespaces"}},
-		{Verbs: []string{"list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
-	}}
-	if _, err := c.Admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	if _, err := c.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-coredns-" + ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cr.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "coredns", Namespace: ns}}}
-	if _, err := c.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	tr, err := c.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "coredns", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	tok, err := c.CoreDNSToken(context.Background(), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr.Status.Token
+	return tok
 }
 
 // Real CoreDNS (test/e2e/coredns: CoreDNS 1.15 and its kubernetes plugin, client-go 0.37 informers,
@@ -55,18 +34,28 @@ func corednsSAToken(t *testing.T, c *harness.Cluster, ns string) string {
 // On each release's control plane (TestCoreDNSOffline/v1.34, /v1.37).
 func TestCoreDNSOffline(t *testing.T) { eachRelease(t, corednsOffline) }
 
-func corednsOffline(t *testing.T, c *harness.Cluster) {
+// dnsNode is real CoreDNS on a hub whose link to the cloud goes through a relay a test can cut,
+// resolving a ClusterIP Service's name and a headless Service's online.
+type dnsNode struct {
+	dns      *harness.CoreDNS
+	hub      *harness.Hub
+	relay    *harness.Relay
+	resolved func() error // nil when both names resolve to their addresses
+}
+
+// startDNSNode starts CoreDNS on a hub (flags args), its Services in namespace ns, and waits until
+// it resolves both names online and the hub cached what CoreDNS read.
+func startDNSNode(t *testing.T, c *harness.Cluster, ns string, args ...string) *dnsNode {
 	// The secure port's serving certificate: signed by kube-controller-manager, approved here.
 	startControllerManagerOn(t, c, 0)
 	approve, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go c.ApproveServingCSRs(approve)
 	ctx := context.Background()
 	bin, err := harness.CoreDNSBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := "coredns-e2e"
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +83,8 @@ func corednsOffline(t *testing.T, c *harness.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer relay.Close()
-	h := startHubOn(t, c, t.TempDir(), relay.URL(), "--heartbeat-timeout-seconds=1")
+	t.Cleanup(relay.Close)
+	h := startHubOn(t, c, t.TempDir(), relay.URL(), args...)
 	waitServingOn(t, c, h)
 	dns, err := harness.StartCoreDNS(harness.CoreDNSOptions{Bin: bin, Dir: t.TempDir(), Server: h.SecureURL, CAFile: c.PKI.CAFile, Token: token})
 	if err != nil {
@@ -124,6 +113,12 @@ func corednsOffline(t *testing.T, c *harness.Cluster) {
 	t.Logf("online: both names resolved %v after CoreDNS's start", time.Since(dns.Started).Round(time.Millisecond))
 	cacheWritten(t, h)
 
+	return &dnsNode{dns: dns, hub: h, relay: relay, resolved: resolved}
+}
+
+func corednsOffline(t *testing.T, c *harness.Cluster) {
+	n := startDNSNode(t, c, "coredns-e2e", "--heartbeat-timeout-seconds=1")
+	dns, h, relay, resolved, ctx := n.dns, n.hub, n.relay, n.resolved, context.Background()
 	dns.Stop()
 	blackHole(t, h, relay)
 	if err := dns.Start(); err != nil {

@@ -51,6 +51,7 @@ var kubemarkErrors = []allowedError{
 var kubeletStartErrors = []allowedError{
 	{`"Image garbage collection failed once. Stats initialization may not have completed yet" err="imageFs information is unavailable"`, "cadvisor's first stats are not there yet"},
 	{`"Skipping pod synchronization" err="\[container runtime status check may not have completed yet, PLEG is not healthy: pleg has yet to be successful\]"`, "the first runtime relist has not run yet"},
+	{`"Skipping pod synchronization" err="PLEG is not healthy: pleg has yet to be successful"`, "the same, once the runtime status check completed first (a loaded machine)"},
 	{`"Error getting the current node from lister" err="node \\"` + hollowNode + `\\" not found"`, "the node informer has not synced yet"},
 	{`"Unable to register mirror pod because node is not registered yet" err="node \\"` + hollowNode + `\\" not found"`, "v1.37's kubelet: the node informer has not synced yet (online too)"},
 }
@@ -62,7 +63,8 @@ var kubeletStartErrors = []allowedError{
 // TestKubelet runs kubemark's hollow node (the kubelet's and kube-proxy's own code, a fake
 // container runtime) through nodehub, the cloud reachable only through a relay that a scenario
 // black-holes. The scenarios share one node and run in order: online, cut for minutes, kubelet
-// restarted offline, node rebooted offline, cloud returns. They run once per Kubernetes release
+// restarted offline, node rebooted offline, cloud returns, kubelet restarted as the link is cut
+// again (kubeletearly_test.go). They run once per Kubernetes release
 // of the harness (TestKubelet/v1.34/..., TestKubelet/v1.37/...), one release after the other, each
 // with its own control plane, kubelet and kube-proxy of that release; NODEHUB_E2E_KUBELET_RELEASES
 // ("v1.37", or "v1.34,v1.37") picks some.
@@ -178,6 +180,7 @@ func kubeletScenarios(t *testing.T, c *harness.Cluster, cut time.Duration) {
 	t.Run("kubelet-restart-offline", k.kubeletRestart)
 	t.Run("node-reboot-offline", k.nodeReboot)
 	t.Run("cloud-returns", k.cloudReturns)
+	t.Run("kubelet-restart-early-in-outage", k.kubeletRestartEarly)
 }
 
 type kubeletScenario struct {
