@@ -70,12 +70,21 @@ func (p *Pool) elect(ctx context.Context, stop func() context.Context) {
 	e := &elector{p: p, passed: map[string]string{}, nodePool: np}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// Whether this hub can serve the pool is checked on the node (no cloud request): when it
+	// changes the election looks again at once.
+	check := time.NewTicker(p.cfg.LeaderTimeout)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			e.release(stop())
 			p.setLeader("", false)
 			return
+		case <-check.C:
+			if !e.candidacy(ctx) {
+				continue
+			}
+			e.idle = 0
 		case <-timer.C:
 		case <-p.kick:
 		}
@@ -95,6 +104,10 @@ type elector struct {
 	members  map[string]bool // status.nodes named in AnnotationMembers (nil: none named)
 	declared map[string]bool // its status.nodes
 	refused  refusal         // why no leader is elected
+	idle     int             // rounds in a row that found no leader (their back-off doubles)
+
+	// canServe, if set, replaces Pool.canServe in tests.
+	canServe func(ctx context.Context) (reason, why string)
 
 	// list, if set, replaces the cloud in tests: the leases the selector selects and the
 	// apiserver's time.
@@ -105,6 +118,7 @@ type elector struct {
 // again.
 func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	retry := e.p.cfg.LeaderTimeout / 2
+	e.candidacy(ctx)
 	members, declared, why := e.membership()
 	if members == nil && !e.p.cfg.SelfDeclared {
 		e.refuse(why, now)
@@ -125,9 +139,11 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 		return retry // the cloud cannot say: keep what this hub has
 	}
 	best, addr := e.pick(marked, members, at, current)
-	if best == "" && e.p.leadingFor() < leaseDuration(nil) && (members == nil || members[e.p.cfg.NodeName]) {
+	fresh := e.p.leadingFor() < leaseDuration(nil)
+	if (best == "" || e.p.cfg.NodeName < best) && fresh && (members == nil || members[e.p.cfg.NodeName]) && e.p.eligible() {
 		// Leading since just now: the mark is not on the cloud's lease yet (the next heartbeat
-		// writes it); a hub the administrator no longer names stops at once.
+		// writes it); a hub the administrator no longer names, or that can no longer serve the
+		// pool, stops at once.
 		best, addr = e.p.cfg.NodeName, e.p.cfg.Addr
 	}
 	if best == "" {
@@ -138,18 +154,38 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 		best, addr = e.pick(all, members, at, current)
 	}
 	if best == "" {
+		// Nobody can lead (none live, or none can serve the pool): every hub shares on its node,
+		// and the election looks again less and less often, at once when this hub turns able.
 		e.p.setLeader("", false)
-		return retry
+		e.p.setNoLeaderWhy("no live member of the pool can serve it")
+		e.idle++
+		return doubled(retry, e.idle-1, maxNoLeader)
 	}
+	e.idle = 0
+	e.p.setNoLeaderWhy("")
 	e.p.setLeader(best+"@"+addr, best == e.p.cfg.NodeName)
+	if best == e.p.cfg.NodeName && fresh {
+		return leaseDuration(nil) / 4 // two hubs that took the lead at once see each other's marks soon
+	}
 	if best == e.p.cfg.NodeName {
 		return recheckLeading
 	}
 	return recheckFollowing
 }
 
+// candidacy checks whether this hub can serve the pool and records it (Pool.setCandidacy); it
+// reports whether that changed.
+func (e *elector) candidacy(ctx context.Context) bool {
+	f := e.canServe
+	if f == nil {
+		f = e.p.canServe
+	}
+	reason, why := f(ctx)
+	return e.p.setCandidacy(reason, why)
+}
+
 // pick returns the smallest eligible live member among leases (and its address): a member with a
-// pool address, not passed over, renewed within its duration at the apiserver's time at — or the
+// pool address that can serve the pool (LabelCannotServe; this hub: its own check), not passed over, renewed within its duration at the apiserver's time at — or the
 // current leader whose lease only looks expired (keepExpired).
 func (e *elector) pick(leases []*wire.Lease, members map[string]bool, at time.Time, current string) (string, string) {
 	best, bestAddr := "", ""
@@ -157,6 +193,9 @@ func (e *elector) pick(leases []*wire.Lease, members map[string]bool, at time.Ti
 		addr := l.Annotations[AnnotationAddress]
 		if addr == "" || l.Spec.RenewTime == nil || members != nil && !members[l.Name] {
 			continue
+		}
+		if self := l.Name == e.p.cfg.NodeName; self && !e.p.eligible() || !self && l.Labels[LabelCannotServe] != "" {
+			continue // it cannot serve the pool (this hub's own mark may not be on its lease yet)
 		}
 		if l.Name == e.suspect {
 			e.passed[l.Name], e.suspect = mark(l), ""
