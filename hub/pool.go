@@ -36,7 +36,10 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		return nil, nil
 	}
 	onRole := s.pm.setRole
+	var onCandidacy func(string)
 	if pc.Mode == pool.ModeLease {
+		// A hub that cannot serve the pool says so on its lease, and nobody elects it.
+		onCandidacy = func(reason string) { s.lease.SetLabel(pool.LabelCannotServe, reason) }
 		s.lease.Labels, s.lease.Annotations = pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
 		onRole = func(role, leader string) {
 			s.pm.setRole(role, leader)
@@ -54,7 +57,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		ServingCert: s.cfg.ServingCert,
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: onRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
 		Returned: s.state.Returned, OnlineSince: s.state.OnlineSince,
-		SelfDeclared: pc.SelfDeclared, OnNotes: s.poolNotes(),
+		SelfDeclared: pc.SelfDeclared, OnNotes: s.poolNotes(), OnCandidacy: onCandidacy, OnDegraded: s.pm.setDegraded,
 	})
 }
 

@@ -94,16 +94,16 @@ type Pool struct {
 	peer   *peerClient
 
 	mu       sync.Mutex
-	leading  bool      // this hub holds the pool's lease
-	leader   string    // the holder identity of the pool's leader ("" none known)
-	failedAt time.Time // when the current leader last failed this follower
+	leading  bool          // this hub holds the pool's lease
+	leader   string        // the holder identity of the pool's leader ("" none known)
+	failedAt time.Time     // when the current leader last failed this follower
 	retry    time.Duration // how long after failedAt the stores read the cloud (doubling per failure)
 	fails    int           // consecutive failures of failHolder
 	failHold string        // the leader fails counts
 	failWhy  string        // its last failure
-	since    time.Time // when the current leader was learnt
-	suspect  string    // a leader that failed this hub, for the election to pass over
-	returned time.Time // when the cloud last came back (Config.Returned)
+	since    time.Time     // when the current leader was learnt
+	suspect  string        // a leader that failed this hub, for the election to pass over
+	returned time.Time     // when the cloud last came back (Config.Returned)
 	kick     chan struct{}
 	changed  chan struct{}
 	decided  chan struct{} // closed once the pool's leader is first known (or given up on)
