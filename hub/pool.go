@@ -52,7 +52,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	}
 	return pool.New(pool.Config{
 		Resources: pc.Resources, Mode: pc.Mode, NodeName: s.cfg.NodeName, PoolName: s.cfg.NodePoolName,
-		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,
+		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout, Heartbeat: s.cfg.HeartbeatInterval,
 		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
 		ServingCert: s.cfg.ServingCert,
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: onRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,

@@ -112,7 +112,7 @@ func TestElectionOnlyAmongHubsThatCanServe(t *testing.T) {
 	f.set("edge-2", "10.0.0.2:10269", now, false)
 	f.leases[1].Labels[LabelCannotServe] = ReasonNoServingCert
 	cannot := func(context.Context) (string, string) { return ReasonNoServingCert, "no serving certificate" }
-	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: cannot}
+	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: cannot, settleFor: new(time.Duration)}
 	ctx := context.Background()
 	var waits []time.Duration
 	for range 12 {
@@ -193,5 +193,39 @@ func TestFollowerBacksOffAnUnreachableLeader(t *testing.T) {
 	}
 	if up, _ := p.pick(); up.Name == "cloud" {
 		t.Fatal("after its back-off the leader is not tried again")
+	}
+}
+
+// A hub that turns able to serve the pool takes the lead from the leases only once its lease has
+// stood for the pool (no LabelCannotServe) for a heartbeat and a leader timeout at the
+// apiserver's time: hubs whose certificates were signed together saw each other's candidacy by
+// then, or the first one's leader mark — they once all led at once.
+func TestCandidacySettlesBeforeLeading(t *testing.T) {
+	p, err := New(Config{Mode: ModeLease, NodeName: "edge-1", PoolName: "p", Addr: "10.0.0.1:10269", SelfDeclared: true,
+		Cloud: func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	f := &fakeLeases{at: now}
+	f.set("edge-1", "10.0.0.1:10269", now, false)
+	f.leases[0].Labels[LabelCannotServe] = ReasonNoServingCert // its last heartbeat's word
+	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: servable}
+	ctx := context.Background()
+	if e.round(ctx, now); p.Leading() {
+		t.Fatal("led before its lease stood for the pool: the others cannot know it stands")
+	}
+	f.set("edge-1", "10.0.0.1:10269", now, false) // the next heartbeat clears the mark
+	wait := e.round(ctx, now)
+	if p.Leading() {
+		t.Fatal("led as soon as its lease stood for the pool")
+	}
+	if settle := p.cfg.Heartbeat + p.cfg.LeaderTimeout; wait <= 0 || wait > settle {
+		t.Fatalf("looks again in %v, want within %v", wait, settle)
+	}
+	f.at = now.Add(p.cfg.Heartbeat + p.cfg.LeaderTimeout)
+	f.set("edge-1", "10.0.0.1:10269", f.at, false)
+	if e.round(ctx, now); !p.Leading() {
+		t.Fatalf("leader %q, want edge-1 itself once its candidacy settled", p.currentLeader())
 	}
 }

@@ -105,6 +105,10 @@ type elector struct {
 	declared map[string]bool // its status.nodes
 	refused  refusal         // why no leader is elected
 	idle     int             // rounds in a row that found no leader (their back-off doubles)
+	// published is when this hub's lease was first seen standing for the pool (notePublished).
+	published time.Time
+	// settleFor, if set, replaces settle() (tests: 0).
+	settleFor *time.Duration
 
 	// canServe, if set, replaces Pool.canServe in tests.
 	canServe func(ctx context.Context) (reason, why string)
@@ -133,25 +137,9 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	if s, _, _ := strings.Cut(e.p.takeSuspect(), "@"); s != "" {
 		e.suspect = s
 	}
-	current, _, _ := strings.Cut(e.p.currentLeader(), "@")
-	marked, at, err := e.leases(ctx, LabelLeader+"="+e.p.cfg.PoolName)
+	best, addr, wait, err := e.choose(ctx, members)
 	if err != nil {
 		return retry // the cloud cannot say: keep what this hub has
-	}
-	best, addr := e.pick(marked, members, at, current)
-	fresh := e.p.leadingFor() < leaseDuration(nil)
-	if (best == "" || e.p.cfg.NodeName < best) && fresh && (members == nil || members[e.p.cfg.NodeName]) && e.p.eligible() {
-		// Leading since just now: the mark is not on the cloud's lease yet (the next heartbeat
-		// writes it); a hub the administrator no longer names, or that can no longer serve the
-		// pool, stops at once.
-		best, addr = e.p.cfg.NodeName, e.p.cfg.Addr
-	}
-	if best == "" {
-		all, at, err := e.leases(ctx, LabelPool+"="+e.p.cfg.PoolName)
-		if err != nil {
-			return retry
-		}
-		best, addr = e.pick(all, members, at, current)
 	}
 	if best == "" {
 		// Nobody can lead (none live, or none can serve the pool): every hub shares on its node,
@@ -159,18 +147,84 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 		e.p.setLeader("", false)
 		e.p.setNoLeaderWhy("no live member of the pool can serve it")
 		e.idle++
+		if wait > 0 {
+			return min(wait, doubled(retry, e.idle-1, maxNoLeader))
+		}
 		return doubled(retry, e.idle-1, maxNoLeader)
 	}
 	e.idle = 0
 	e.p.setNoLeaderWhy("")
 	e.p.setLeader(best+"@"+addr, best == e.p.cfg.NodeName)
-	if best == e.p.cfg.NodeName && fresh {
+	if best == e.p.cfg.NodeName && e.p.leadingFor() < leaseDuration(nil) {
 		return leaseDuration(nil) / 4 // two hubs that took the lead at once see each other's marks soon
 	}
 	if best == e.p.cfg.NodeName {
 		return recheckLeading
 	}
 	return recheckFollowing
+}
+
+// choose returns the pool's leader as the cloud's leases say: the smallest live member marked as
+// the leader, else the smallest live member that can serve the pool. This hub takes the lead that
+// way only once its candidacy has been on the cloud long enough for every other hub to have seen
+// it (settled): two hubs turning able at once (their certificates signed together) do not both
+// lead; until then it names no leader and says how long to wait.
+func (e *elector) choose(ctx context.Context, members map[string]bool) (best, addr string, wait time.Duration, err error) {
+	self := e.p.cfg.NodeName
+	current, _, _ := strings.Cut(e.p.currentLeader(), "@")
+	marked, at, err := e.leases(ctx, LabelLeader+"="+e.p.cfg.PoolName)
+	if err != nil {
+		return "", "", 0, err
+	}
+	best, addr = e.pick(marked, members, at, current)
+	if (best == "" || self < best) && e.p.leadingFor() < leaseDuration(nil) && (members == nil || members[self]) && e.p.eligible() {
+		// Leading since just now: the mark is not on the cloud's lease yet (the next heartbeat
+		// writes it); a hub the administrator no longer names, or that can no longer serve the
+		// pool, stops at once.
+		return self, e.p.cfg.Addr, 0, nil
+	}
+	if best != "" {
+		return best, addr, 0, nil
+	}
+	all, at, err := e.leases(ctx, LabelPool+"="+e.p.cfg.PoolName)
+	if err != nil {
+		return "", "", 0, err
+	}
+	e.notePublished(all, at)
+	best, addr = e.pick(all, members, at, current)
+	if best == self {
+		if w := e.published.Add(e.settle()).Sub(at); e.published.IsZero() || w > 0 {
+			return "", "", max(w, e.p.cfg.LeaderTimeout/2), nil
+		}
+	}
+	return best, addr, 0, nil
+}
+
+// notePublished records when this hub's lease was first seen (at the apiserver's time at) standing
+// for the pool: with its pool address and without LabelCannotServe; zero while it is not.
+func (e *elector) notePublished(leases []*wire.Lease, at time.Time) {
+	for _, l := range leases {
+		if l.Name == e.p.cfg.NodeName {
+			if l.Annotations[AnnotationAddress] == "" || l.Labels[LabelCannotServe] != "" || !e.p.eligible() {
+				break
+			}
+			if e.published.IsZero() {
+				e.published = at
+			}
+			return
+		}
+	}
+	e.published = time.Time{}
+}
+
+// settle is how long this hub's candidacy is on the cloud before it takes the lead from the
+// leases: a renewal of every other hub's lease (Config.Heartbeat, which carries its leader mark),
+// and a leader timeout more for the writes.
+func (e *elector) settle() time.Duration {
+	if e.settleFor != nil {
+		return *e.settleFor
+	}
+	return e.p.cfg.Heartbeat + e.p.cfg.LeaderTimeout
 }
 
 // candidacy checks whether this hub can serve the pool and records it (Pool.setCandidacy); it

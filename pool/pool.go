@@ -36,6 +36,9 @@ type Config struct {
 	// Addr is host:port of the pool port: where this hub serves followers when it leads, and the
 	// address it advertises as leader.
 	Addr string
+	// Heartbeat is how often the hub renews its node's Lease (lease mode): a mark it sets is on
+	// the cloud within that. Default 10 s.
+	Heartbeat time.Duration
 	// LeaderTimeout is how long a follower waits on a silent leader or a failed dial before it
 	// reads from the cloud itself. Default 5 s.
 	LeaderTimeout time.Duration
@@ -127,6 +130,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if cfg.LeaderTimeout <= 0 {
 		cfg.LeaderTimeout = DefaultLeaderTimeout
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 10 * time.Second
 	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeOff
