@@ -160,6 +160,9 @@ func (p *Pool) setCandidacy(reason, why string) bool {
 	} else if changed && p.candidacyTold {
 		p.log.Info("pool: this hub can serve the pool again and stands for its leader", "pool", p.cfg.PoolName)
 	}
+	if changed && reason == "" {
+		p.ableSince = time.Now()
+	}
 	p.cannot, p.cannotWhy, p.candidacyTold = reason, why, true
 	p.mu.Unlock()
 	if changed && p.cfg.OnCandidacy != nil {
@@ -174,6 +177,16 @@ func (p *Pool) eligible() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.candidacyTold && p.cannot == ""
+}
+
+// eligibleFor is how long this hub has been able to serve the pool (0: it cannot).
+func (p *Pool) eligibleFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.candidacyTold || p.cannot != "" {
+		return 0
+	}
+	return time.Since(p.ableSince)
 }
 
 // setNoLeaderWhy records why the election found no leader ("" when it found one).

@@ -229,3 +229,23 @@ func TestCandidacySettlesBeforeLeading(t *testing.T) {
 		t.Fatalf("leader %q, want edge-1 itself once its candidacy settled", p.currentLeader())
 	}
 }
+
+// A member able to serve the pool for long takes over at once when it finds no leader (its
+// leader died): its candidacy settled long ago, although this is the first time it looks at the
+// pool's leases.
+func TestLongStandingMemberTakesOverAtOnce(t *testing.T) {
+	p, err := New(Config{Mode: ModeLease, NodeName: "edge-2", PoolName: "p", Addr: "10.0.0.2:10269", SelfDeclared: true,
+		Cloud: func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	f := &fakeLeases{at: now}
+	f.set("edge-2", "10.0.0.2:10269", now, false)
+	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: servable}
+	p.setCandidacy("", "")
+	p.ableSince = now.Add(-time.Hour)
+	if e.round(context.Background(), now); !p.Leading() {
+		t.Fatalf("leader %q, want edge-2 itself at once", p.currentLeader())
+	}
+}

@@ -193,11 +193,23 @@ func (e *elector) choose(ctx context.Context, members map[string]bool) (best, ad
 	e.notePublished(all, at)
 	best, addr = e.pick(all, members, at, current)
 	if best == self {
-		if w := e.published.Add(e.settle()).Sub(at); e.published.IsZero() || w > 0 {
+		if w := e.unsettled(at); w > 0 {
 			return "", "", max(w, e.p.cfg.LeaderTimeout/2), nil
 		}
 	}
 	return best, addr, 0, nil
+}
+
+// unsettled returns how long until this hub's candidacy has settled (0: it has): its lease seen
+// standing for the pool for settle at the apiserver's time at, or this hub able to serve the
+// pool for a heartbeat (the renewal that clears its LabelCannotServe) and settle more on its own
+// clock (a member that has long stood takes over at once when its leader dies).
+func (e *elector) unsettled(at time.Time) time.Duration {
+	local := e.p.cfg.Heartbeat + e.settle() - e.p.eligibleFor()
+	if e.published.IsZero() {
+		return max(local, 0)
+	}
+	return max(min(local, e.published.Add(e.settle()).Sub(at)), 0)
 }
 
 // notePublished records when this hub's lease was first seen (at the apiserver's time at) standing

@@ -113,10 +113,11 @@ type Pool struct {
 	once     sync.Once
 	notes    *noteBoard
 
-	cannot, cannotWhy string // why this hub cannot serve the pool ("" it can; candidacy.go)
-	candidacyTold     bool   // cannot was decided once
-	noLeaderWhy       string // why the election found no leader
-	lastDegraded      string // Degraded's reason as OnDegraded was last told
+	cannot, cannotWhy string    // why this hub cannot serve the pool ("" it can; candidacy.go)
+	candidacyTold     bool      // cannot was decided once
+	ableSince         time.Time // when this hub last turned able to serve the pool
+	noLeaderWhy       string    // why the election found no leader
+	lastDegraded      string    // Degraded's reason as OnDegraded was last told
 	degradedTold      bool
 }
 
