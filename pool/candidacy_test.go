@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"nodehub/listwatch"
 )
 
 type caCreds struct{ pool *x509.CertPool }
@@ -247,5 +249,25 @@ func TestLongStandingMemberTakesOverAtOnce(t *testing.T) {
 	p.ableSince = now.Add(-time.Hour)
 	if e.round(context.Background(), now); !p.Leading() {
 		t.Fatalf("leader %q, want edge-2 itself at once", p.currentLeader())
+	}
+}
+
+// A follower whose elected member answers that it does not lead (yet: its candidacy settles)
+// reads the cloud meanwhile but does not pass it over: passing it over elected a second leader
+// beside it when hubs' certificates were signed together.
+func TestFollowerDoesNotPassOverAMemberNotLeadingYet(t *testing.T) {
+	p, err := New(Config{Mode: ModeLease, NodeName: "edge-2", PoolName: "p", Addr: "10.0.0.2:10269",
+		Cloud: func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.setLeader("edge-1@10.0.0.1:10269", false)
+	p.since = time.Now().Add(-time.Hour)
+	p.leaderFailed(p.leader, &listwatch.StatusError{Code: http.StatusServiceUnavailable})
+	if up, _ := p.pick(); up.Name != "cloud" {
+		t.Fatalf("the stores read %q, want the cloud meanwhile", up.Name)
+	}
+	if s := p.takeSuspect(); s != "" {
+		t.Fatalf("the member not leading yet was passed over (%q)", s)
 	}
 }

@@ -302,12 +302,26 @@ func (p *Pool) leaderFailed(leader string, err error) {
 		p.log.Warn("pool: leader cannot reach the cloud; reading from the cloud meanwhile", "leader", leader)
 		return
 	}
-	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err, "for", p.retry)
-	p.suspect = leader
+	if notLeading(err) {
+		// Alive, and not leading (yet): a member whose candidacy has not settled, or one that
+		// follows another. Passing it over would elect a second leader beside it; the election
+		// looks again (a leader marked meanwhile wins).
+		p.log.Info("pool: the elected member does not lead (yet); reading from the cloud meanwhile", "leader", leader, "for", p.retry)
+	} else {
+		p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err, "for", p.retry)
+		p.suspect = leader
+	}
 	select {
 	case p.kick <- struct{}{}: // the election looks again now
 	default:
 	}
+}
+
+// notLeading reports whether a leader's answer says it does not lead (servePeer's 503 without
+// Retry-After).
+func notLeading(err error) bool {
+	var se *listwatch.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable && se.RetryAfter == 0
 }
 
 // cutOff reports whether a leader's answer says it is alive but cannot reach the cloud (its 503
