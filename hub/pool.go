@@ -39,8 +39,18 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	var onCandidacy func(string)
 	if pc.Mode == pool.ModeLease {
 		// A hub that cannot serve the pool says so on its lease, and nobody elects it.
-		onCandidacy = func(reason string) { s.lease.SetLabel(pool.LabelCannotServe, reason) }
-		s.lease.Labels, s.lease.Annotations = pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
+		// Only a hub that can serve the pool stands: its lease is marked as the pool's, with its
+		// address (pool.LeaseMarks), while it can; without the marks its lease costs the link
+		// what a node-level hub's does.
+		onCandidacy = func(reason string) {
+			labels, annotations := pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
+			for k, v := range labels {
+				s.lease.SetLabel(k, keepIf(reason == "", v))
+			}
+			for k, v := range annotations {
+				s.lease.SetAnnotation(k, keepIf(reason == "", v))
+			}
+		}
 		onRole = func(role, leader string) {
 			s.pm.setRole(role, leader)
 			mark := "" // the leader marks its lease as the pool's (pool.LabelLeader)
@@ -84,4 +94,12 @@ func sharedResources(rs []pool.Resource) []string {
 		out = append(out, r.Group+"/"+r.Resource)
 	}
 	return out
+}
+
+// keepIf is v when keep, else "" (a lease mark removed).
+func keepIf(keep bool, v string) string {
+	if keep {
+		return v
+	}
+	return ""
 }

@@ -10,14 +10,8 @@ import (
 	"time"
 )
 
-// LabelCannotServe is on a hub's node Lease (lease mode) while the hub cannot serve the pool:
-// its value is why (a reason of Degraded). No hub elects a member whose lease carries it, and
-// the hub itself does not stand: a leader its followers cannot reach costs the pool more than no
-// leader (every follower's failed dials and its own reads of the cloud besides).
-const LabelCannotServe = "nodehub.io/pool-cannot-serve"
-
 // Why a hub cannot serve the pool, or why the pool is degraded for this hub (Degraded's reasons,
-// the label value of nodehub_pool_degraded and of LabelCannotServe).
+// the label value of nodehub_pool_degraded).
 const (
 	ReasonNoServingCert     = "no-serving-certificate"
 	ReasonCertNotForAddress = "serving-certificate-not-for-pool-address"
@@ -150,8 +144,10 @@ func (p *Pool) notifyDegraded() {
 }
 
 // setCandidacy records whether this hub can serve the pool (reason "" when it can) and tells
-// Config.OnCandidacy (which marks the hub's lease, LabelCannotServe) when that changed; it
-// reports whether it changed.
+// Config.OnCandidacy when that changed: a hub that cannot serve the pool does not stand (its lease
+// loses LeaseMarks), since a leader its followers cannot reach costs the pool more than no leader
+// (every follower's failed dials and its own reads of the cloud besides). It reports whether it
+// changed.
 func (p *Pool) setCandidacy(reason, why string) bool {
 	p.mu.Lock()
 	changed := reason != p.cannot || !p.candidacyTold

@@ -112,7 +112,7 @@ func TestElectionOnlyAmongHubsThatCanServe(t *testing.T) {
 	f := &fakeLeases{at: now}
 	f.set("edge-1", "10.0.0.1:10269", now, false)
 	f.set("edge-2", "10.0.0.2:10269", now, false)
-	f.leases[1].Labels[LabelCannotServe] = ReasonNoServingCert
+	delete(f.leases[1].Annotations, AnnotationAddress) // it cannot serve the pool: no candidate
 	cannot := func(context.Context) (string, string) { return ReasonNoServingCert, "no serving certificate" }
 	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: cannot, settleFor: new(time.Duration)}
 	ctx := context.Background()
@@ -135,7 +135,7 @@ func TestElectionOnlyAmongHubsThatCanServe(t *testing.T) {
 		t.Fatalf("degraded %q (%s), want %q", reason, why, ReasonNoServingCert)
 	}
 	// edge-2 can serve: its mark is gone; edge-1 still cannot. edge-2 leads.
-	delete(f.leases[1].Labels, LabelCannotServe)
+	f.set("edge-2", "10.0.0.2:10269", now, false)
 	if e.round(ctx, now); p.currentLeader() != "edge-2@10.0.0.2:10269" || p.Leading() {
 		t.Fatalf("leader %q (self %v), want edge-2", p.currentLeader(), p.Leading())
 	}
@@ -199,7 +199,7 @@ func TestFollowerBacksOffAnUnreachableLeader(t *testing.T) {
 }
 
 // A hub that turns able to serve the pool takes the lead from the leases only once its lease has
-// stood for the pool (no LabelCannotServe) for a heartbeat and a leader timeout at the
+// stood for the pool (LeaseMarks) for a heartbeat and a leader timeout at the
 // apiserver's time: hubs whose certificates were signed together saw each other's candidacy by
 // then, or the first one's leader mark — they once all led at once.
 func TestCandidacySettlesBeforeLeading(t *testing.T) {
@@ -211,7 +211,7 @@ func TestCandidacySettlesBeforeLeading(t *testing.T) {
 	now := time.Now()
 	f := &fakeLeases{at: now}
 	f.set("edge-1", "10.0.0.1:10269", now, false)
-	f.leases[0].Labels[LabelCannotServe] = ReasonNoServingCert // its last heartbeat's word
+	delete(f.leases[0].Annotations, AnnotationAddress) // its last heartbeat's word: no candidate
 	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: servable}
 	ctx := context.Background()
 	if e.round(ctx, now); p.Leading() {

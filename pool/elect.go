@@ -12,8 +12,9 @@ import (
 
 // The pool's ballots are the hubs' own node Leases (kube-node-lease/<node>): NodeRestriction lets
 // a node write no other Lease, and the hub renews its node's lease anyway. A hub in lease mode
-// labels its lease with the pool and annotates it with its pool address (see LeaseMarks); the
-// leader also labels it as the pool's leader (LabelLeader; the hub sets it from OnRole).
+// that can serve the pool labels its lease with the pool and annotates it with its pool address
+// (see LeaseMarks); the leader also labels it as the pool's leader (LabelLeader; the hub sets it
+// from OnRole).
 const (
 	LabelPool         = "nodehub.io/pool"
 	LabelLeader       = "nodehub.io/pool-leader"
@@ -147,10 +148,14 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 		e.p.setLeader("", false)
 		e.p.setNoLeaderWhy("no live member of the pool can serve it")
 		e.idle++
-		if wait > 0 {
-			return min(wait, doubled(retry, e.idle-1, maxNoLeader))
+		base := retry
+		if !e.p.eligible() {
+			base = max(retry, retryLeader) // it cannot lead: no hurry (it looks again once it can)
 		}
-		return doubled(retry, e.idle-1, maxNoLeader)
+		if wait > 0 {
+			return min(wait, doubled(base, e.idle-1, maxNoLeader))
+		}
+		return doubled(base, e.idle-1, maxNoLeader)
 	}
 	e.idle = 0
 	e.p.setNoLeaderWhy("")
@@ -202,7 +207,7 @@ func (e *elector) choose(ctx context.Context, members map[string]bool) (best, ad
 
 // unsettled returns how long until this hub's candidacy has settled (0: it has): its lease seen
 // standing for the pool for settle at the apiserver's time at, or this hub able to serve the
-// pool for a heartbeat (the renewal that clears its LabelCannotServe) and settle more on its own
+// pool for a heartbeat (the renewal that puts LeaseMarks back) and settle more on its own
 // clock (a member that has long stood takes over at once when its leader dies).
 func (e *elector) unsettled(at time.Time) time.Duration {
 	local := e.p.cfg.Heartbeat + e.settle() - e.p.eligibleFor()
@@ -213,11 +218,11 @@ func (e *elector) unsettled(at time.Time) time.Duration {
 }
 
 // notePublished records when this hub's lease was first seen (at the apiserver's time at) standing
-// for the pool: with its pool address and without LabelCannotServe; zero while it is not.
+// for the pool: with its pool address (LeaseMarks); zero while it is not.
 func (e *elector) notePublished(leases []*wire.Lease, at time.Time) {
 	for _, l := range leases {
 		if l.Name == e.p.cfg.NodeName {
-			if l.Annotations[AnnotationAddress] == "" || l.Labels[LabelCannotServe] != "" || !e.p.eligible() {
+			if l.Annotations[AnnotationAddress] == "" || !e.p.eligible() {
 				break
 			}
 			if e.published.IsZero() {
@@ -251,7 +256,7 @@ func (e *elector) candidacy(ctx context.Context) bool {
 }
 
 // pick returns the smallest eligible live member among leases (and its address): a member with a
-// pool address that can serve the pool (LabelCannotServe; this hub: its own check), not passed over, renewed within its duration at the apiserver's time at — or the
+// pool address (a hub that cannot serve the pool has none; this hub: its own check), not passed over, renewed within its duration at the apiserver's time at — or the
 // current leader whose lease only looks expired (keepExpired).
 func (e *elector) pick(leases []*wire.Lease, members map[string]bool, at time.Time, current string) (string, string) {
 	best, bestAddr := "", ""
@@ -260,8 +265,8 @@ func (e *elector) pick(leases []*wire.Lease, members map[string]bool, at time.Ti
 		if addr == "" || l.Spec.RenewTime == nil || members != nil && !members[l.Name] {
 			continue
 		}
-		if self := l.Name == e.p.cfg.NodeName; self && !e.p.eligible() || !self && l.Labels[LabelCannotServe] != "" {
-			continue // it cannot serve the pool (this hub's own mark may not be on its lease yet)
+		if l.Name == e.p.cfg.NodeName && !e.p.eligible() {
+			continue // it cannot serve the pool (its lease may not say so yet)
 		}
 		if l.Name == e.suspect {
 			e.passed[l.Name], e.suspect = mark(l), ""

@@ -79,7 +79,8 @@ type Config struct {
 	// whenever they change.
 	OnNotes func(map[string][]byte)
 	// OnCandidacy, if set (lease mode), is told why this hub cannot serve the pool (a Reason), or
-	// "" when it can, whenever that changes: the hub marks its lease (LabelCannotServe).
+	// "" when it can, whenever that changes: the hub puts LeaseMarks on its lease only while it
+	// can (a lease without them is no candidate).
 	OnCandidacy func(reason string)
 	// OnDegraded, if set, is told Degraded's reason whenever it changes ("" not degraded).
 	OnDegraded func(reason string)
