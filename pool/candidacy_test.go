@@ -134,8 +134,17 @@ func TestElectionOnlyAmongHubsThatCanServe(t *testing.T) {
 	if reason, why := p.Degraded(); reason != ReasonNoServingCert || !strings.Contains(why, "no serving certificate") {
 		t.Fatalf("degraded %q (%s), want %q", reason, why, ReasonNoServingCert)
 	}
-	// edge-2 can serve: its mark is gone; edge-1 still cannot. edge-2 leads.
+	for _, sel := range f.lists {
+		if sel != LabelLeader+"=p" {
+			t.Fatalf("a hub that cannot lead listed %q: it waits for a leader's mark (the pool's leases grow with it)", sel)
+		}
+	}
+	// edge-2 can serve: it stands; edge-1 still cannot. edge-1 follows edge-2 once it leads.
 	f.set("edge-2", "10.0.0.2:10269", now, false)
+	if e.round(ctx, now); p.currentLeader() != "" {
+		t.Fatalf("leader %q, want none until edge-2 marks itself", p.currentLeader())
+	}
+	f.set("edge-2", "10.0.0.2:10269", now, true)
 	if e.round(ctx, now); p.currentLeader() != "edge-2@10.0.0.2:10269" || p.Leading() {
 		t.Fatalf("leader %q (self %v), want edge-2", p.currentLeader(), p.Leading())
 	}

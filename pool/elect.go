@@ -188,7 +188,9 @@ func (e *elector) choose(ctx context.Context, members map[string]bool) (best, ad
 		// pool, stops at once.
 		return self, e.p.cfg.Addr, 0, nil
 	}
-	if best != "" {
+	if best != "" || !e.p.eligible() {
+		// A hub that cannot lead waits for a leader's mark: the pool's leases (a list that grows
+		// with the pool) are read only by hubs that may take the lead.
 		return best, addr, 0, nil
 	}
 	all, at, err := e.leases(ctx, LabelPool+"="+e.p.cfg.PoolName)
