@@ -68,18 +68,22 @@ func (p *Pool) elect(ctx context.Context, stop func() context.Context) {
 	done := make(chan struct{})
 	go func() { defer close(done); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
 	defer func() { <-done }()
-	e := &elector{p: p, passed: map[string]string{}, nodePool: np}
+	(&elector{p: p, passed: map[string]string{}, nodePool: np}).run(ctx, stop)
+}
+
+// run holds rounds until ctx ends: at once, when the last round said, when a leader failed this
+// hub (kick), and when whether this hub can serve the pool changed — checked on the node every
+// LeaderTimeout, no cloud request.
+func (e *elector) run(ctx context.Context, stop func() context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	// Whether this hub can serve the pool is checked on the node (no cloud request): when it
-	// changes the election looks again at once.
-	check := time.NewTicker(p.cfg.LeaderTimeout)
+	check := time.NewTicker(e.p.cfg.LeaderTimeout)
 	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			e.release(stop())
-			p.setLeader("", false)
+			e.p.setLeader("", false)
 			return
 		case <-check.C:
 			if !e.candidacy(ctx) {
@@ -87,7 +91,7 @@ func (p *Pool) elect(ctx context.Context, stop func() context.Context) {
 			}
 			e.idle = 0
 		case <-timer.C:
-		case <-p.kick:
+		case <-e.p.kick:
 		}
 		timer.Stop()
 		timer.Reset(e.round(ctx, time.Now()))
