@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -172,5 +174,30 @@ func TestPoolWithoutServingCertificatesDoesNotForm(t *testing.T) {
 		leader.edge.Name, time.Since(signed).Round(time.Second), h, most, time.Since(start).Round(time.Second))
 	if most > 1 || h[len(h)-1] != "+"+leader.edge.Name {
 		t.Fatalf("the pool's leader marks %v (%d at once), want one leader at a time, %s's last", h, most, leader.edge.Name)
+	}
+}
+
+// servingCertIn puts a serving certificate of node for ip (from the cluster CA) where a hub with
+// its files in dir reads it, as the cluster's signer would have issued it.
+func servingCertIn(t *testing.T, dir, node string, ip net.IP) {
+	t.Helper()
+	c, k, err := cluster.PKI.Issue("serving-"+node+"-"+filepath.Base(dir), "system:node:"+node, []string{"system:nodes"}, []net.IP{ip}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pem []byte
+	for _, f := range []string{c, k} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pem = append(pem, b...)
+	}
+	bundle := filepath.Join(dir, "root", "pki", "yurthub-server-current.pem")
+	if err := os.MkdirAll(filepath.Dir(bundle), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundle, pem, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
