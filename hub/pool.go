@@ -38,7 +38,6 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	onRole := s.pm.setRole
 	var onCandidacy func(string)
 	if pc.Mode == pool.ModeLease {
-		// A hub that cannot serve the pool says so on its lease, and nobody elects it.
 		// Only a hub that can serve the pool stands: its lease is marked as the pool's, with its
 		// address (pool.LeaseMarks), while it can; without the marks its lease costs the link
 		// what a node-level hub's does.
