@@ -131,6 +131,11 @@ func TestElectionOnlyAmongHubsThatCanServe(t *testing.T) {
 	if waits[len(waits)-1] != maxNoLeader {
 		t.Fatalf("rounds without a leader wait %v, want up to %v", waits, maxNoLeader)
 	}
+	f.err = errors.New("cloud unreachable")
+	if wait := e.round(ctx, now); wait < retryLeader {
+		t.Fatalf("the cloud unreachable, a hub that cannot lead looks again in %v, want ≥ %v (at the return the pool's hubs do not all list at once)", wait, retryLeader)
+	}
+	f.err = nil
 	if reason, why := p.Degraded(); reason != ReasonNoServingCert || !strings.Contains(why, "no serving certificate") {
 		t.Fatalf("degraded %q (%s), want %q", reason, why, ReasonNoServingCert)
 	}

@@ -143,6 +143,11 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 		e.suspect = s
 	}
 	best, addr, wait, err := e.choose(ctx, members)
+	if err != nil && !e.p.eligible() {
+		// The cloud cannot say, and this hub could not lead anyway: no hurry (at the cloud's
+		// return the pool's hubs do not all list the leases at once).
+		return doubled(max(retry, retryLeader), e.idle, maxNoLeader)
+	}
 	if err != nil {
 		return retry // the cloud cannot say: keep what this hub has
 	}
