@@ -27,8 +27,8 @@ const benchKubeletUA = "kubelet/v1.34.4 (linux/arm64) kubernetes/bench"
 // addresses 127.0.1.x) behind one counting relay, each with a kubelet-like client (watches of its
 // node, its pods and the services; a GET of its node and of its lease every 10 s) and a
 // kube-proxy-like one (watches of services, endpointslices, its node and servicecidrs), over
-// -cloud-services Services with a 10-endpoint slice each. For N in -cloud-sizes and node-level and
-// lease mode it prints the idle uplink per node per day in each direction (and by purpose, from
+// -cloud-services Services with a 10-endpoint slice each. For N in -cloud-sizes and node-level,
+// lease mode and lease mode whose serving certificates nobody signs (unsigned) it prints the idle uplink per node per day in each direction (and by purpose, from
 // nodehub_cloud_bytes_total), then black-holes the link for -cloud-cut while 5 slice updates/s
 // go on, and prints what the return cost the apiserver (its own LIST and WATCH counts, its and
 // etcd's CPU, the bytes it sent) and how long a change made 3 s after the return took to reach
@@ -209,14 +209,26 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		return err
 	}
 	defer relay.Close()
-	hubs, err := startPoolHubs(ctx, e, mode, edges, relay)
+	hubMode, certsDone := mode, func() error { return nil }
+	if mode == "unsigned" {
+		// Lease mode in a cluster that signs no serving certificate (no approver, or no signer):
+		// the hubs cannot serve the pool and none may lead (issue 29 item 4).
+		hubMode = "lease"
+		for _, ed := range edges {
+			if err := os.Remove(ed.ServingCertBundle); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	hubs, err := startPoolHubs(ctx, e, hubMode, edges, relay)
 	if err != nil {
 		return err
 	}
 	defer stopHubs(hubs)
-	certsDone, err := servingCerts(ctx, e, edges)
-	if err != nil {
-		return err
+	if mode != "unsigned" {
+		if certsDone, err = servingCerts(ctx, e, edges); err != nil {
+			return err
+		}
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for ready := false; !ready; {
@@ -237,7 +249,7 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 				leaders++
 			}
 		}
-		ready = ready && (mode != "lease" || leaders == 1)
+		ready = ready && (mode != "lease" || leaders == 1) && (mode != "unsigned" || leaders == 0)
 	}
 	if err := certsDone(); err != nil {
 		return err

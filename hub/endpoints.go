@@ -95,6 +95,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintln(w, "secure port: no serving certificate yet (its kubernetes.io/kubelet-serving CSR awaits approval); pods cannot use the hub until then")
 		}
 	}
+	if _, why := s.pool.Degraded(); why != "" {
+		fmt.Fprintln(w, why) // the node is served all the same, sharing on the node only
+	}
 	if s.cache != nil {
 		if ro, why := s.cache.Store.ReadOnly(); ro {
 			fmt.Fprintf(w, "cache read-only (%s): answering offline from what it holds, caching nothing new\n", why)

@@ -36,8 +36,20 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		return nil, nil
 	}
 	onRole := s.pm.setRole
+	var onCandidacy func(string)
 	if pc.Mode == pool.ModeLease {
-		s.lease.Labels, s.lease.Annotations = pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
+		// Only a hub that can serve the pool stands: its lease is marked as the pool's, with its
+		// address (pool.LeaseMarks), while it can; without the marks its lease costs the link
+		// what a node-level hub's does.
+		onCandidacy = func(reason string) {
+			labels, annotations := pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
+			for k, v := range labels {
+				s.lease.SetLabel(k, keepIf(reason == "", v))
+			}
+			for k, v := range annotations {
+				s.lease.SetAnnotation(k, keepIf(reason == "", v))
+			}
+		}
 		onRole = func(role, leader string) {
 			s.pm.setRole(role, leader)
 			mark := "" // the leader marks its lease as the pool's (pool.LabelLeader)
@@ -49,12 +61,12 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	}
 	return pool.New(pool.Config{
 		Resources: pc.Resources, Mode: pc.Mode, NodeName: s.cfg.NodeName, PoolName: s.cfg.NodePoolName,
-		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout,
+		LeaseNamespace: pc.LeaseNamespace, Addr: pc.Addr, LeaderTimeout: pc.LeaderTimeout, Heartbeat: s.cfg.HeartbeatInterval,
 		Cloud: s.cloud().RoundTrip, Credentials: s.cfg.Credentials,
 		ServingCert: s.cfg.ServingCert,
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: onRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
 		Returned: s.state.Returned, OnlineSince: s.state.OnlineSince,
-		SelfDeclared: pc.SelfDeclared, OnNotes: s.poolNotes(),
+		SelfDeclared: pc.SelfDeclared, OnNotes: s.poolNotes(), OnCandidacy: onCandidacy, OnDegraded: s.pm.setDegraded,
 	})
 }
 
@@ -81,4 +93,12 @@ func sharedResources(rs []pool.Resource) []string {
 		out = append(out, r.Group+"/"+r.Resource)
 	}
 	return out
+}
+
+// keepIf is v when keep, else "" (a lease mark removed).
+func keepIf(keep bool, v string) string {
+	if keep {
+		return v
+	}
+	return ""
 }

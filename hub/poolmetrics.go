@@ -15,9 +15,11 @@ type poolMetrics struct {
 	peers    *metrics.GaugeVec
 	role     *metrics.GaugeVec
 	leader   *metrics.GaugeVec
+	degraded *metrics.GaugeVec
 
 	mu                   sync.Mutex
 	lastRole, lastLeader string
+	lastDegraded         string
 	// bySource are the received-bytes series already looked up (every read of a watch's body
 	// adds to one: no label lookup per event).
 	bySource map[sourceResource]metrics.Counter
@@ -33,6 +35,7 @@ func newPoolMetrics(reg *metrics.Registry) *poolMetrics {
 		peers:    reg.NewGauge("nodehub_pool_follower_watches", "Followers' watches this hub serves as the pool's leader."),
 		role:     reg.NewGauge("nodehub_pool_role", "This hub's role in its pool (1 for the current one): leader, follower or none.", "role"),
 		leader:   reg.NewGauge("nodehub_pool_leader", "The pool's leader as this hub knows it (holder identity node@address), 1 for the current one.", "leader"),
+		degraded: reg.NewGauge("nodehub_pool_degraded", "1 with the reason this hub shares on its node only in a pool mode (no serving certificate, leader unreachable, ...; /v1/readyz says more); 0 when it shares through the pool.", "reason"),
 	}
 }
 
@@ -87,4 +90,17 @@ func (m *poolMetrics) setRole(role, leader string) {
 		m.leader.Set(1, leader)
 	}
 	m.lastLeader = leader
+}
+
+// setDegraded sets nodehub_pool_degraded: 1 for the reason, the last one 0 ("" not degraded).
+func (m *poolMetrics) setDegraded(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lastDegraded != "" {
+		m.degraded.Set(0, m.lastDegraded)
+	}
+	if reason != "" {
+		m.degraded.Set(1, reason)
+	}
+	m.lastDegraded = reason
 }

@@ -12,8 +12,9 @@ import (
 
 // The pool's ballots are the hubs' own node Leases (kube-node-lease/<node>): NodeRestriction lets
 // a node write no other Lease, and the hub renews its node's lease anyway. A hub in lease mode
-// labels its lease with the pool and annotates it with its pool address (see LeaseMarks); the
-// leader also labels it as the pool's leader (LabelLeader; the hub sets it from OnRole).
+// that can serve the pool labels its lease with the pool and annotates it with its pool address
+// (see LeaseMarks); the leader also labels it as the pool's leader (LabelLeader; the hub sets it
+// from OnRole).
 const (
 	LabelPool         = "nodehub.io/pool"
 	LabelLeader       = "nodehub.io/pool-leader"
@@ -67,17 +68,30 @@ func (p *Pool) elect(ctx context.Context, stop func() context.Context) {
 	done := make(chan struct{})
 	go func() { defer close(done); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
 	defer func() { <-done }()
-	e := &elector{p: p, passed: map[string]string{}, nodePool: np}
+	(&elector{p: p, passed: map[string]string{}, nodePool: np}).run(ctx, stop)
+}
+
+// run holds rounds until ctx ends: at once, when the last round said, when a leader failed this
+// hub (kick), and when whether this hub can serve the pool changed — checked on the node every
+// LeaderTimeout, no cloud request.
+func (e *elector) run(ctx context.Context, stop func() context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	check := time.NewTicker(e.p.cfg.LeaderTimeout)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			e.release(stop())
-			p.setLeader("", false)
+			e.p.setLeader("", false)
 			return
+		case <-check.C:
+			if !e.candidacy(ctx) {
+				continue
+			}
+			e.idle = 0
 		case <-timer.C:
-		case <-p.kick:
+		case <-e.p.kick:
 		}
 		timer.Stop()
 		timer.Reset(e.round(ctx, time.Now()))
@@ -95,6 +109,14 @@ type elector struct {
 	members  map[string]bool // status.nodes named in AnnotationMembers (nil: none named)
 	declared map[string]bool // its status.nodes
 	refused  refusal         // why no leader is elected
+	idle     int             // rounds in a row that found no leader (their back-off doubles)
+	// published is when this hub's lease was first seen standing for the pool (notePublished).
+	published time.Time
+	// settleFor, if set, replaces settle() (tests: 0).
+	settleFor *time.Duration
+
+	// canServe, if set, replaces Pool.canServe in tests.
+	canServe func(ctx context.Context) (reason, why string)
 
 	// list, if set, replaces the cloud in tests: the leases the selector selects and the
 	// apiserver's time.
@@ -105,6 +127,7 @@ type elector struct {
 // again.
 func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	retry := e.p.cfg.LeaderTimeout / 2
+	e.candidacy(ctx)
 	members, declared, why := e.membership()
 	if members == nil && !e.p.cfg.SelfDeclared {
 		e.refuse(why, now)
@@ -119,37 +142,132 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	if s, _, _ := strings.Cut(e.p.takeSuspect(), "@"); s != "" {
 		e.suspect = s
 	}
-	current, _, _ := strings.Cut(e.p.currentLeader(), "@")
-	marked, at, err := e.leases(ctx, LabelLeader+"="+e.p.cfg.PoolName)
+	best, addr, wait, err := e.choose(ctx, members)
+	if err != nil && !e.p.eligible() {
+		// The cloud cannot say, and this hub could not lead anyway: no hurry (at the cloud's
+		// return the pool's hubs do not all list the leases at once).
+		return doubled(max(retry, retryLeader), e.idle, maxNoLeader)
+	}
 	if err != nil {
 		return retry // the cloud cannot say: keep what this hub has
 	}
-	best, addr := e.pick(marked, members, at, current)
-	if best == "" && e.p.leadingFor() < leaseDuration(nil) && (members == nil || members[e.p.cfg.NodeName]) {
-		// Leading since just now: the mark is not on the cloud's lease yet (the next heartbeat
-		// writes it); a hub the administrator no longer names stops at once.
-		best, addr = e.p.cfg.NodeName, e.p.cfg.Addr
-	}
 	if best == "" {
-		all, at, err := e.leases(ctx, LabelPool+"="+e.p.cfg.PoolName)
-		if err != nil {
-			return retry
-		}
-		best, addr = e.pick(all, members, at, current)
-	}
-	if best == "" {
+		// Nobody can lead (none live, or none can serve the pool): every hub shares on its node,
+		// and the election looks again less and less often, at once when this hub turns able.
 		e.p.setLeader("", false)
-		return retry
+		e.p.setNoLeaderWhy("no live member of the pool can serve it")
+		e.idle++
+		base := retry
+		if !e.p.eligible() {
+			base = max(retry, retryLeader) // it cannot lead: no hurry (it looks again once it can)
+		}
+		if wait > 0 {
+			return min(wait, doubled(base, e.idle-1, maxNoLeader))
+		}
+		return doubled(base, e.idle-1, maxNoLeader)
 	}
+	e.idle = 0
+	e.p.setNoLeaderWhy("")
 	e.p.setLeader(best+"@"+addr, best == e.p.cfg.NodeName)
+	if best == e.p.cfg.NodeName && e.p.leadingFor() < leaseDuration(nil) {
+		return leaseDuration(nil) / 4 // two hubs that took the lead at once see each other's marks soon
+	}
 	if best == e.p.cfg.NodeName {
 		return recheckLeading
 	}
 	return recheckFollowing
 }
 
+// choose returns the pool's leader as the cloud's leases say: the smallest live member marked as
+// the leader, else the smallest live member that can serve the pool. This hub takes the lead that
+// way only once its candidacy has been on the cloud long enough for every other hub to have seen
+// it (settled): two hubs turning able at once (their certificates signed together) do not both
+// lead; until then it names no leader and says how long to wait.
+func (e *elector) choose(ctx context.Context, members map[string]bool) (best, addr string, wait time.Duration, err error) {
+	self := e.p.cfg.NodeName
+	current, _, _ := strings.Cut(e.p.currentLeader(), "@")
+	marked, at, err := e.leases(ctx, LabelLeader+"="+e.p.cfg.PoolName)
+	if err != nil {
+		return "", "", 0, err
+	}
+	best, addr = e.pick(marked, members, at, current)
+	if (best == "" || self < best) && e.p.leadingFor() < leaseDuration(nil) && (members == nil || members[self]) && e.p.eligible() {
+		// Leading since just now: the mark is not on the cloud's lease yet (the next heartbeat
+		// writes it); a hub the administrator no longer names, or that can no longer serve the
+		// pool, stops at once.
+		return self, e.p.cfg.Addr, 0, nil
+	}
+	if best != "" || !e.p.eligible() {
+		// A hub that cannot lead waits for a leader's mark: the pool's leases (a list that grows
+		// with the pool) are read only by hubs that may take the lead.
+		return best, addr, 0, nil
+	}
+	all, at, err := e.leases(ctx, LabelPool+"="+e.p.cfg.PoolName)
+	if err != nil {
+		return "", "", 0, err
+	}
+	e.notePublished(all, at)
+	best, addr = e.pick(all, members, at, current)
+	if best == self {
+		if w := e.unsettled(at); w > 0 {
+			return "", "", max(w, e.p.cfg.LeaderTimeout/2), nil
+		}
+	}
+	return best, addr, 0, nil
+}
+
+// unsettled returns how long until this hub's candidacy has settled (0: it has): its lease seen
+// standing for the pool for settle at the apiserver's time at, or this hub able to serve the
+// pool for a heartbeat (the renewal that puts LeaseMarks back) and settle more on its own
+// clock (a member that has long stood takes over at once when its leader dies).
+func (e *elector) unsettled(at time.Time) time.Duration {
+	local := e.p.cfg.Heartbeat + e.settle() - e.p.eligibleFor()
+	if e.published.IsZero() {
+		return max(local, 0)
+	}
+	return max(min(local, e.published.Add(e.settle()).Sub(at)), 0)
+}
+
+// notePublished records when this hub's lease was first seen (at the apiserver's time at) standing
+// for the pool: with its pool address (LeaseMarks); zero while it is not.
+func (e *elector) notePublished(leases []*wire.Lease, at time.Time) {
+	for _, l := range leases {
+		if l.Name == e.p.cfg.NodeName {
+			if l.Annotations[AnnotationAddress] == "" || !e.p.eligible() {
+				break
+			}
+			if e.published.IsZero() {
+				e.published = at
+			}
+			return
+		}
+	}
+	e.published = time.Time{}
+}
+
+// settle is how long this hub's candidacy is on the cloud before it takes the lead from the
+// leases: a renewal of every other hub's lease (Config.Heartbeat, which carries its leader mark),
+// and a leader timeout more for the writes.
+func (e *elector) settle() time.Duration {
+	if e.settleFor != nil {
+		return *e.settleFor
+	}
+	return e.p.cfg.Heartbeat + e.p.cfg.LeaderTimeout
+}
+
+// candidacy checks whether this hub can serve the pool and records it (Pool.setCandidacy); it
+// reports whether that changed.
+func (e *elector) candidacy(ctx context.Context) bool {
+	f := e.canServe
+	if f == nil {
+		f = e.p.canServe
+	}
+	reason, why := f(ctx)
+	return e.p.setCandidacy(reason, why)
+}
+
 // pick returns the smallest eligible live member among leases (and its address): a member with a
-// pool address, not passed over, renewed within its duration at the apiserver's time at — or the
+// pool address (a hub that cannot serve the pool has none; this hub: its own check), not passed over, renewed within its duration at the apiserver's time at — or the
 // current leader whose lease only looks expired (keepExpired).
 func (e *elector) pick(leases []*wire.Lease, members map[string]bool, at time.Time, current string) (string, string) {
 	best, bestAddr := "", ""
@@ -157,6 +275,9 @@ func (e *elector) pick(leases []*wire.Lease, members map[string]bool, at time.Ti
 		addr := l.Annotations[AnnotationAddress]
 		if addr == "" || l.Spec.RenewTime == nil || members != nil && !members[l.Name] {
 			continue
+		}
+		if l.Name == e.p.cfg.NodeName && !e.p.eligible() {
+			continue // it cannot serve the pool (its lease may not say so yet)
 		}
 		if l.Name == e.suspect {
 			e.passed[l.Name], e.suspect = mark(l), ""

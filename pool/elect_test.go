@@ -74,7 +74,7 @@ func TestElectionOnlyAmongNodePoolMembers(t *testing.T) {
 		f.set("edge-1", "10.0.0.1:10269", now, false)
 		f.set("edge-2", "10.0.0.2:10269", now, false)
 		np := NewStore(nodePoolResource("p"))
-		e := &elector{p: p, passed: map[string]string{}, nodePool: np, list: f.list}
+		e := &elector{p: p, passed: map[string]string{}, nodePool: np, list: f.list, canServe: servable, settleFor: new(time.Duration)}
 		ctx := context.Background()
 
 		want := ""
@@ -119,7 +119,7 @@ func TestElectionListsOnlyTheLeaderWhileThereIsOne(t *testing.T) {
 	for i := 1; i <= 30; i++ {
 		f.set(fmt.Sprintf("edge-%d", i), fmt.Sprintf("10.0.0.%d:10269", i), now, i == 3)
 	}
-	e := &elector{p: p, passed: map[string]string{}, list: f.list}
+	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: servable, settleFor: new(time.Duration)}
 	ctx := context.Background()
 	if next := e.round(ctx, now); p.leader != "edge-3@10.0.0.3:10269" || next != recheckFollowing {
 		t.Fatalf("leader %q (next round in %v), want the marked edge-3, again in %v", p.leader, next, recheckFollowing)
@@ -166,7 +166,7 @@ func TestElectionKeepsAnExpiredLeaderThatAnswers(t *testing.T) {
 
 	// A follower (edge-3).
 	p := newPool("edge-3")
-	e := &elector{p: p, passed: map[string]string{}, list: f.list}
+	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: servable, settleFor: new(time.Duration)}
 	e.round(ctx, t0)
 	if p.leader != "edge-1@10.0.0.1:10269" {
 		t.Fatalf("leader %q, want edge-1", p.leader)
@@ -198,7 +198,7 @@ func TestElectionKeepsAnExpiredLeaderThatAnswers(t *testing.T) {
 	// The leader (edge-1) itself.
 	online, f.at = false, t0
 	p = newPool("edge-1")
-	e = &elector{p: p, passed: map[string]string{}, list: f.list}
+	e = &elector{p: p, passed: map[string]string{}, list: f.list, canServe: servable, settleFor: new(time.Duration)}
 	e.round(ctx, t0)
 	if !p.Leading() {
 		t.Fatal("edge-1 does not lead")
@@ -289,3 +289,6 @@ func TestElectionAsksForAMissingNodePoolRarely(t *testing.T) {
 		t.Fatalf("the missing NodePool was asked for %d times in 1.5 s, want once", n)
 	}
 }
+
+// servable is a hub that can serve the pool, for the election's tests.
+func servable(context.Context) (string, string) { return "", "" }

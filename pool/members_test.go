@@ -48,7 +48,7 @@ func TestElectionAndNotesOnlyForNamedMembers(t *testing.T) {
 	f.set("edge-1", "10.0.0.1:10269", now, false)
 	f.set("edge-2", "10.0.0.2:10269", now, false)
 	np := NewStore(nodePoolResource("p"))
-	e := &elector{p: p, passed: map[string]string{}, nodePool: np, list: f.list}
+	e := &elector{p: p, passed: map[string]string{}, nodePool: np, list: f.list, canServe: servable, settleFor: new(time.Duration)}
 	ctx := context.Background()
 
 	// The intruder labelled its Node into the pool: yurt-manager lists it in status.nodes.
@@ -146,7 +146,7 @@ func TestNotesRefusedFromANodeThatLabelledItselfIn(t *testing.T) {
 	f.set("edge-1", "10.0.0.1:10269", now, false)
 	f.set("zzz-intruder", "10.9.9.9:10269", now, false)
 	np := NewStore(nodePoolResource("p"))
-	e := &elector{p: p, passed: map[string]string{}, nodePool: np, list: f.list}
+	e := &elector{p: p, passed: map[string]string{}, nodePool: np, list: f.list, canServe: servable, settleFor: new(time.Duration)}
 	np.replace([]*object{nodePoolNamed(t, "p", 7, "edge-1", "edge-1", "zzz-intruder")}, 7, "apps.openyurt.io/v1beta2", "NodePool")
 	e.round(context.Background(), now)
 	if !p.leading {

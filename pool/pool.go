@@ -36,6 +36,9 @@ type Config struct {
 	// Addr is host:port of the pool port: where this hub serves followers when it leads, and the
 	// address it advertises as leader.
 	Addr string
+	// Heartbeat is how often the hub renews its node's Lease (lease mode): a mark it sets is on
+	// the cloud within that. Default 10 s.
+	Heartbeat time.Duration
 	// LeaderTimeout is how long a follower waits on a silent leader or a failed dial before it
 	// reads from the cloud itself. Default 5 s.
 	LeaderTimeout time.Duration
@@ -75,11 +78,13 @@ type Config struct {
 	// OnNotes, if set (and Mode is not off), is told the pool's notes (notes.go), by node,
 	// whenever they change.
 	OnNotes func(map[string][]byte)
+	// OnCandidacy, if set (lease mode), is told why this hub cannot serve the pool (a Reason), or
+	// "" when it can, whenever that changes: the hub puts LeaseMarks on its lease only while it
+	// can (a lease without them is no candidate).
+	OnCandidacy func(reason string)
+	// OnDegraded, if set, is told Degraded's reason whenever it changes ("" not degraded).
+	OnDegraded func(reason string)
 }
-
-// retryLeader is how long a follower reads from the cloud after its leader failed it before it
-// tries that leader again (a new leader is tried at once).
-const retryLeader = 30 * time.Second
 
 // DefaultLeaderTimeout is Config.LeaderTimeout's default (hub.DefaultPoolLeaderTimeout, and so
 // --pool-leader-timeout's).
@@ -93,17 +98,28 @@ type Pool struct {
 	peer   *peerClient
 
 	mu       sync.Mutex
-	leading  bool      // this hub holds the pool's lease
-	leader   string    // the holder identity of the pool's leader ("" none known)
-	failedAt time.Time // when the current leader last failed this follower
-	since    time.Time // when the current leader was learnt
-	suspect  string    // a leader that failed this hub, for the election to pass over
-	returned time.Time // when the cloud last came back (Config.Returned)
+	leading  bool          // this hub holds the pool's lease
+	leader   string        // the holder identity of the pool's leader ("" none known)
+	failedAt time.Time     // when the current leader last failed this follower
+	retry    time.Duration // how long after failedAt the stores read the cloud (doubling per failure)
+	fails    int           // consecutive failures of failHolder
+	failHold string        // the leader fails counts
+	failWhy  string        // its last failure
+	since    time.Time     // when the current leader was learnt
+	suspect  string        // a leader that failed this hub, for the election to pass over
+	returned time.Time     // when the cloud last came back (Config.Returned)
 	kick     chan struct{}
 	changed  chan struct{}
 	decided  chan struct{} // closed once the pool's leader is first known (or given up on)
 	once     sync.Once
 	notes    *noteBoard
+
+	cannot, cannotWhy string    // why this hub cannot serve the pool ("" it can; candidacy.go)
+	candidacyTold     bool      // cannot was decided once
+	ableSince         time.Time // when this hub last turned able to serve the pool
+	noLeaderWhy       string    // why the election found no leader
+	lastDegraded      string    // Degraded's reason as OnDegraded was last told
+	degradedTold      bool
 }
 
 // New prepares the stores; nothing runs until Run.
@@ -116,6 +132,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if cfg.LeaderTimeout <= 0 {
 		cfg.LeaderTimeout = DefaultLeaderTimeout
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 10 * time.Second
 	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeOff
@@ -218,7 +237,7 @@ func (p *Pool) pick() (Upstream, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	addr := leaderAddr(p.leader)
-	if p.cfg.Mode == ModeOff || p.leading || addr == "" || addr == p.cfg.Addr || time.Since(p.failedAt) < retryLeader {
+	if p.cfg.Mode == ModeOff || p.leading || addr == "" || addr == p.cfg.Addr || time.Since(p.failedAt) < p.retry {
 		return Upstream{Name: "cloud", Fetch: p.fetchCloud}, p.changed
 	}
 	leader := p.leader
@@ -248,7 +267,9 @@ func (p *Pool) noteReturns(ctx context.Context) {
 	}
 }
 
-// leaderFailed sends every store to the cloud for retryLeader, unless the leader changed since.
+// leaderFailed sends every store to the cloud for retryLeader, doubling with each further failure
+// of the same leader (up to maxRetryLeader: a leader its followers cannot reach costs no more than
+// node-level sharing), unless the leader changed since.
 // A leader elected just now that answers with an error (it may still be listing from the cloud)
 // is given LeaderTimeout, and one that answers just after this hub's link came back (it may not
 // have seen the cloud return yet: a region-wide cut ends for everyone within a few heartbeats)
@@ -256,19 +277,25 @@ func (p *Pool) noteReturns(ctx context.Context) {
 // itself, the leader is never given up for the cloud: it is the better bet (a region-wide cut
 // ends for the leader too, and its followers keep reading from it through the return).
 func (p *Pool) leaderFailed(leader string, err error) {
+	defer p.notifyDegraded()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.online() {
 		return
 	}
 	var answered *listwatch.StatusError
-	if p.leader != leader || time.Since(p.failedAt) < retryLeader || errors.As(err, &answered) &&
+	if p.leader != leader || time.Since(p.failedAt) < p.retry || errors.As(err, &answered) &&
 		(time.Since(p.since) < p.cfg.LeaderTimeout || time.Since(p.backSince()) < 3*p.cfg.LeaderTimeout) {
 		return
 	}
-	p.failedAt = time.Now()
+	if p.failHold != leader || time.Since(p.failedAt) > p.retry+maxRetryLeader {
+		p.failHold, p.fails = leader, 0 // another leader, or this one served long since
+	}
+	p.retry = doubled(retryLeader, p.fails, maxRetryLeader)
+	p.fails++
+	p.failedAt, p.failWhy = time.Now(), err.Error()
 	p.signalLocked()
-	time.AfterFunc(retryLeader, p.signal)
+	time.AfterFunc(p.retry, func() { p.signal(); p.notifyDegraded() })
 	if cutOff(err) {
 		// Alive and still leading, only cut off from the cloud (its own link, or the whole
 		// region's, noticed here a moment before this hub's own health check notices): read the
@@ -276,12 +303,26 @@ func (p *Pool) leaderFailed(leader string, err error) {
 		p.log.Warn("pool: leader cannot reach the cloud; reading from the cloud meanwhile", "leader", leader)
 		return
 	}
-	p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err)
-	p.suspect = leader
+	if notLeading(err) {
+		// Alive, and not leading (yet): a member whose candidacy has not settled, or one that
+		// follows another. Passing it over would elect a second leader beside it; the election
+		// looks again (a leader marked meanwhile wins).
+		p.log.Info("pool: the elected member does not lead (yet); reading from the cloud meanwhile", "leader", leader, "for", p.retry)
+	} else {
+		p.log.Warn("pool: leader unreachable; reading from the cloud", "leader", leader, "err", err, "for", p.retry)
+		p.suspect = leader
+	}
 	select {
 	case p.kick <- struct{}{}: // the election looks again now
 	default:
 	}
+}
+
+// notLeading reports whether a leader's answer says it does not lead (servePeer's 503 without
+// Retry-After).
+func notLeading(err error) bool {
+	var se *listwatch.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable && se.RetryAfter == 0
 }
 
 // cutOff reports whether a leader's answer says it is alive but cannot reach the cloud (its 503
@@ -353,13 +394,17 @@ func (p *Pool) setLeader(holder string, leading bool) {
 		return
 	}
 	p.log.Info("pool: leader changed", "leader", holder, "self", leading)
-	p.leader, p.leading, p.failedAt, p.since = holder, leading, time.Time{}, time.Now()
+	p.leader, p.leading, p.since = holder, leading, time.Now()
+	if holder != "" && holder != p.failHold {
+		p.failedAt = time.Time{} // another leader is tried at once; the one that failed waits its back-off out
+	}
 	p.signalLocked()
 	p.mu.Unlock()
 	if holder != "" {
 		p.decide()
 	}
 	p.role()
+	p.notifyDegraded()
 }
 
 func (p *Pool) signal() {

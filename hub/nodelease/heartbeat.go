@@ -176,20 +176,27 @@ func (l *Lease) stamp(lease *wire.Lease) {
 	lease.Labels = merged(lease.Labels, l.Labels)
 	lease.Annotations = merged(lease.Annotations, l.Annotations)
 	l.mu.Lock()
-	for k, v := range l.marks {
-		if cur, there := lease.Labels[k]; v == "" && !there || v != "" && cur == v {
+	lease.Labels = marked(lease.Labels, l.marks)
+	lease.Annotations = marked(lease.Annotations, l.annMarks)
+	l.mu.Unlock()
+}
+
+// marked returns m with marks applied (value "": removed), copied only when one changes it.
+func marked(m, marks map[string]string) map[string]string {
+	for k, v := range marks {
+		if cur, there := m[k]; v == "" && !there || v != "" && cur == v {
 			continue
 		}
-		out := make(map[string]string, len(lease.Labels)+1)
-		maps.Copy(out, lease.Labels)
+		out := make(map[string]string, len(m)+1)
+		maps.Copy(out, m)
 		if v == "" {
 			delete(out, k)
 		} else {
 			out[k] = v
 		}
-		lease.Labels = out
+		m = out
 	}
-	l.mu.Unlock()
+	return m
 }
 
 // merged returns a copy of m with add's entries set (m itself when add is empty: m may be shared).

@@ -47,8 +47,9 @@ type Lease struct {
 	lastCode    int
 	// fieldsReset: a renewal since the last full write reset the lease's managed fields.
 	fieldsReset bool
-	// marks are labels the hub sets and removes while it runs (SetLabel): value "" removes.
-	marks map[string]string
+	// marks are labels the hub sets and removes while it runs (SetLabel): value "" removes;
+	// annMarks the same for annotations (SetAnnotation).
+	marks, annMarks map[string]string
 }
 
 // SetLabel puts label key=value on the lease from the next renewal on, or removes it when value
@@ -60,6 +61,17 @@ func (l *Lease) SetLabel(key, value string) {
 		l.marks = map[string]string{}
 	}
 	l.marks[key] = value
+}
+
+// SetAnnotation puts annotation key=value on the lease from the next renewal on, or removes it
+// when value is "" (pool sharing's address, while the hub can serve the pool).
+func (l *Lease) SetAnnotation(key, value string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.annMarks == nil {
+		l.annMarks = map[string]string{}
+	}
+	l.annMarks[key] = value
 }
 
 // New returns the lease of node, whose grace period starts now.

@@ -488,3 +488,29 @@ func TestRenewalsResetTheManagedFieldsOnceAfterAFullWrite(t *testing.T) {
 	beat("PATCH", 2)
 	beat("PATCH", 2)
 }
+
+// A hub that cannot serve its pool takes its pool marks off its lease (SetLabel and SetAnnotation
+// with ""), and puts them back when it can: its lease then costs what a node-level hub's does.
+func TestHeartbeatTakesMarksOffAndPutsThemBack(t *testing.T) {
+	l, _, cloud, rt, _ := newTestLease(t)
+	ctx := context.Background()
+	l.SetLabel("pool", "p1")
+	l.SetAnnotation("addr", "10.0.0.1:10269")
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if cloud.lease.Labels["pool"] != "p1" || cloud.lease.Annotations["addr"] != "10.0.0.1:10269" {
+		t.Fatalf("marks not put: %v %v", cloud.lease.Labels, cloud.lease.Annotations)
+	}
+	l.SetLabel("pool", "")
+	l.SetAnnotation("addr", "")
+	if err := l.Heartbeat(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cloud.lease.Labels["pool"]; ok {
+		t.Fatalf("label kept: %v", cloud.lease.Labels)
+	}
+	if _, ok := cloud.lease.Annotations["addr"]; ok {
+		t.Fatalf("annotation kept: %v", cloud.lease.Annotations)
+	}
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +30,10 @@ func TestPoolLeaseModeElectsOnlyNodePoolMembers(t *testing.T) {
 	// does not exist yet. (A NodePool API the cloud refuses is asked for again only after a
 	// minute, then less and less often: pool's TestElectionAsksForAMissingNodePoolRarely.)
 	nodePoolAPI(t, ctx)
-	h := startHub(t, "--nodepool-name="+pool, "--pool-mode=lease", "--pool-bind-address=127.0.0.1",
+	// A serving certificate for its pool address: a hub without one does not stand.
+	dir := t.TempDir()
+	servingCertIn(t, dir, harness.NodeName, net.IPv4(127, 0, 0, 1))
+	h := startHubIn(t, dir, "", "--nodepool-name="+pool, "--pool-mode=lease", "--pool-bind-address=127.0.0.1",
 		"--pool-port="+strconv.Itoa(harness.FreePort()), "--pool-leader-timeout=1s")
 	role := func() string {
 		for _, r := range []string{"leader", "follower", "none"} {
