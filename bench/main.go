@@ -32,6 +32,7 @@ type options struct {
 	cloudIdle, cloudCut             time.Duration
 	cloudServices                   int
 	flannelRestarts                 int
+	kubeProxyWrites                 int
 }
 
 func main() {
@@ -53,12 +54,13 @@ func main() {
 	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
 	flag.StringVar(&o.kubeletReleases, "kubelet-releases", "v1.34,v1.37", "the Kubernetes releases (control plane, kubelet, kube-proxy) the kubelet section runs, side by side")
-	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints, kubelet, restart, cloud, coldstart or flannel")
+	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints, kubelet, restart, cloud, coldstart, flannel or kubeproxy")
 	flag.StringVar(&o.cloudSizes, "cloud-sizes", "10,30", "the cloud section's pool sizes (hubs)")
 	flag.StringVar(&o.cloudModes, "cloud-modes", "node,lease,unsigned", "the cloud section's sharing modes (unsigned: lease mode with no serving certificate signed)")
 	flag.DurationVar(&o.cloudIdle, "cloud-idle", 5*time.Minute, "how long the cloud section measures idle uplink (a per-day figure: long enough that one-off costs of a hub's first minutes weigh little)")
 	flag.DurationVar(&o.cloudCut, "cloud-cut", 100*time.Second, "how long the cloud section black-holes the link (past the apiserver's ~75 s watch history)")
 	flag.IntVar(&o.cloudServices, "cloud-services", 500, "services (each with a 10-endpoint EndpointSlice) in the cloud section")
+	flag.IntVar(&o.kubeProxyWrites, "kubeproxy-writes", 20, "timed offline status writes of each kube-proxy mode and release in the kubeproxy section")
 	flag.IntVar(&o.flannelRestarts, "flannel-restarts", 5, "offline restarts of flannel of each kind in the flannel section")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -130,6 +132,9 @@ func run(o options) error {
 	defer os.RemoveAll(dir)
 	if o.only == "flannel" { // the e2e test's two nodes and control plane, not this one
 		return benchFlannel(o.flannelRestarts)
+	}
+	if o.only == "kubeproxy" { // the e2e test's node namespace and control planes, not this one
+		return benchKubeProxy(o.kubeProxyWrites)
 	}
 	e := &env{ctx: context.Background(), dir: dir}
 	if o.sizes && o.only == "" {
@@ -245,7 +250,10 @@ func run(o options) error {
 		}
 	}
 	if o.only == "" {
-		return benchFlannel(o.flannelRestarts)
+		if err := benchFlannel(o.flannelRestarts); err != nil {
+			return err
+		}
+		return benchKubeProxy(o.kubeProxyWrites)
 	}
 	return nil
 }
