@@ -11,8 +11,10 @@ import (
 // filtered nor answered offline by the hub, which reads JSON and protobuf. A client that takes
 // JSON or protobuf too is asked for them upstream (askWithoutCBOR): its answer is filtered,
 // cached, and offline answered from the cache in what it accepts. A client that takes CBOR
-// alone is served only by the cloud, unfiltered and uncached (cborOnly): never by a shared store
-// or a filter chain, which would answer it in another encoding than it asked for.
+// alone is served only by the cloud, unfiltered and uncached (cborOnly): never by a shared store,
+// a filter chain or the hub's own copies of the node and its lease, which would answer it in
+// another encoding than it asked for. A lease written in CBOR is answered 415 (client-go then
+// sends JSON).
 
 // askWithoutCBOR drops CBOR from the Accept of a resource request going upstream, when the
 // client accepts something else.

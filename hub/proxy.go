@@ -187,7 +187,7 @@ const (
 // route is step 4. The node's Lease and the shared stores answer the node's own clients online
 // or not; the cloud's state decides the rest.
 func (p *pipeline) route(q *proxyRequest) route {
-	if q.id == remote.Node {
+	if q.id == remote.Node && !cborOnly(q.ri, q.r) { // CBOR alone: the cloud's answer or 406 (cbor.go)
 		if p.lease.Owns(q.ri) {
 			return routeLease
 		}
@@ -195,10 +195,7 @@ func (p *pipeline) route(q *proxyRequest) route {
 			return routeNodeCopy
 		}
 		if q.store = p.pool.Store(q.ri); q.store != nil {
-			if !cborOnly(q.ri, q.r) { // cbor.go
-				return routePool
-			}
-			q.store = nil
+			return routePool
 		}
 	}
 	st := p.state.get()

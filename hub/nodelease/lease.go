@@ -109,6 +109,11 @@ func (l *Lease) ServeHTTP(w http.ResponseWriter, r *http.Request, ri *wire.Reque
 		}
 		writeLease(w, ri.Accept, http.StatusOK, view)
 	case wire.VerbCreate, wire.VerbUpdate:
+		if ri.ContentType.IsCBOR() {
+			// 415, not 400: client-go preferring CBOR sends JSON from then on.
+			wire.WriteStatus(w, ri.Accept, http.StatusUnsupportedMediaType, "nodehub: the node's lease is kept in JSON or protobuf: send one of them, not CBOR")
+			return
+		}
 		lease, err := readLease(r, ri)
 		if err != nil {
 			wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, err.Error())

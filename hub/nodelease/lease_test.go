@@ -514,3 +514,29 @@ func TestHeartbeatTakesMarksOffAndPutsThemBack(t *testing.T) {
 		t.Fatalf("annotation kept: %v", cloud.lease.Annotations)
 	}
 }
+
+// A lease write in CBOR (kubelet with ClientsPreferCBOR) is answered 415, which client-go takes
+// as its cue to send JSON from then on; a 400 would fail kubelet's lease writes forever.
+func TestKubeletsCBORLeaseWriteIsUnsupportedMediaType(t *testing.T) {
+	l, c, _, _, _ := newTestLease(t)
+	for _, method := range []string{http.MethodPost, http.MethodPut} {
+		path := leasePath
+		if method == http.MethodPut {
+			path += "/node-a"
+		}
+		r := httptest.NewRequest(method, path, strings.NewReader("\xd9\xd9\xf7CBOR"))
+		r.Header.Set("Content-Type", "application/cbor")
+		ri, err := wire.ParseRequest(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		l.ServeHTTP(w, r, ri)
+		if w.Code != http.StatusUnsupportedMediaType || !strings.Contains(w.Body.String(), `"kind":"Status"`) {
+			t.Fatalf("%s in CBOR: %d %s, want a 415 Status", method, w.Code, w.Body)
+		}
+	}
+	if w := kubelet(t, l, http.MethodPost, leasePath, kubeletLease(c.t)); w.Code != http.StatusCreated {
+		t.Fatalf("then in JSON: %d %s", w.Code, w.Body)
+	}
+}
