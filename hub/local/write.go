@@ -98,15 +98,7 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.answerError(w, req, err, http.StatusBadRequest)
 		return
 	}
-	var result []byte
-	if ri.Verb == wire.VerbUpdate {
-		result, err = wire.Convert(body, it.Header.ContentType == wire.MediaProtobuf)
-	} else {
-		result, err = applyPatch(it.Body, body, r.Header.Get("Content-Type"))
-	}
-	if err == nil && ri.Subresource == "status" {
-		result, err = statusOnly(it.Body, result, ri.Group == "" && ri.Resource == "nodes")
-	}
+	result, err := changed(it, body, r.Header.Get("Content-Type"), ri)
 	if err != nil {
 		p.answerError(w, req, err, http.StatusUnprocessableEntity)
 		return
@@ -128,6 +120,23 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.Applied(ri, result)
 	}
 	p.respondObject(w, req, http.StatusOK, result)
+}
+
+// changed is the cached copy it after an update or patch with body: 409 when it names another
+// resourceVersion (precondition.go); a status write changes the status alone (statusonly.go).
+func changed(it cache.Item, body []byte, contentType string, ri *wire.RequestInfo) (result []byte, err error) {
+	if ri.Verb == wire.VerbUpdate {
+		result, err = wire.Convert(body, it.Header.ContentType == wire.MediaProtobuf)
+	} else {
+		result, err = applyPatch(it.Body, body, contentType)
+	}
+	if err == nil {
+		err = conflict(result, ri, it.Header)
+	}
+	if err == nil && ri.Subresource == "status" {
+		result, err = statusOnly(it.Body, result, ri.Group == "" && ri.Resource == "nodes")
+	}
+	return result, err
 }
 
 // writeFailed answers an offline write the cache did not keep. Past a quota (cache.ErrFull) it is
