@@ -26,10 +26,16 @@ import (
 //     to twice the live heap before the collector runs, and an idle hub never reaches that), it
 //     is collected and its free pages are returned to the kernel at once rather than over minutes
 //     by the runtime's background scavenger.
+//
+// Both are done only at a quiet tick: less than a MiB allocated since the previous one. A busy hub
+// always holds garbage (its heap grows to twice the live heap between collections) and touches
+// its code again at once: trimming it then would force a collection and re-fault the binary's
+// pages every tick. A burst's leftovers are given back at the first quiet tick after it.
 const (
 	startupSettle = 15 * time.Second
 	trimEvery     = 5 * time.Second
 	trimAbove     = 1 << 20
+	quietBelow    = 1 << 20 // bytes allocated between two ticks of a quiet hub
 )
 
 // giveBackMemory runs until ctx ends.
@@ -38,51 +44,76 @@ func giveBackMemory(ctx context.Context, log *slog.Logger) {
 	defer t.Stop()
 	settled := time.NewTimer(startupSettle)
 	defer settled.Stop()
-	image := false // the binary's pages are dropped once start-up has settled
+	g := giver{allocs: readHeap().allocs}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-settled.C:
-			image = true
+			g.image = true
 			debug.FreeOSMemory()
 			dropImage(log)
 		case <-t.C:
-			trimHeap()
-			if image {
+			if g.quiet(readHeap().allocs) && g.image {
 				dropImage(log)
 			}
 		}
 	}
 }
 
+// giver decides, tick by tick, whether the hub is quiet enough to give memory back.
+type giver struct {
+	allocs uint64 // bytes allocated in all, at the last tick
+	image  bool   // the binary's pages are dropped at quiet ticks once start-up has settled
+}
+
+// quiet takes the tick's count of bytes allocated in all; when less than quietBelow was allocated
+// since the last tick, it trims the heap (trimHeap) and reports true.
+func (g *giver) quiet(allocs uint64) bool {
+	busy := allocs-g.allocs >= quietBelow
+	g.allocs = allocs
+	if busy {
+		return false
+	}
+	trimHeap()
+	return true
+}
+
 // trimHeap collects the heap and returns its free pages when it holds more than trimAbove free,
 // or more than trimAbove of garbage; it reports whether it did.
 func trimHeap() bool {
-	free, objects, live := readHeap()
-	if free > trimAbove || objects > live+trimAbove {
+	h := readHeap()
+	if h.free > trimAbove || h.objects > h.live+trimAbove {
 		debug.FreeOSMemory()
 		return true
 	}
 	return false
 }
 
-// readHeap reads the heap's free pages, its objects (live and garbage) and what the last
-// collection found live.
-func readHeap() (free, objects, live uint64) {
+// heap is what the runtime says of the Go heap.
+type heap struct {
+	free    uint64 // free pages not yet returned
+	objects uint64 // objects, live and garbage
+	live    uint64 // what the last collection found live
+	allocs  uint64 // bytes allocated since the start
+}
+
+// readHeap reads the heap's figures.
+func readHeap() heap {
 	s := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/heap/allocs:bytes"},
 	}
 	metrics.Read(s)
-	var v [3]uint64
+	var v [4]uint64
 	for i := range s {
 		if s[i].Value.Kind() == metrics.KindUint64 {
 			v[i] = s[i].Value.Uint64()
 		}
 	}
-	return v[0], v[1], v[2]
+	return heap{free: v[0], objects: v[1], live: v[2], allocs: v[3]}
 }
 
 // dropImage drops the binary's read-only pages from the resident set.

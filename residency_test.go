@@ -61,12 +61,38 @@ func TestTrimHeapCollectsABurstsGarbage(t *testing.T) {
 	if !trimHeap() {
 		t.Fatal("4 MiB of garbage left in the heap")
 	}
-	free, objects, live := readHeap()
-	if free > trimAbove || objects > live+trimAbove {
-		t.Fatalf("after the trim: %d bytes free, %d of objects, %d live", free, objects, live)
+	if h := readHeap(); h.free > trimAbove || h.objects > h.live+trimAbove {
+		t.Fatalf("after the trim: %+v", h)
 	}
 	if trimHeap() {
 		t.Fatal("trimmed again with nothing to give back")
+	}
+	_ = sink
+}
+
+// A tick after a busy interval (a MiB or more allocated since the last) gives nothing back, though
+// the heap holds garbage: a busy hub always does. The next quiet tick collects it.
+func TestGiveBackOnlyWhenQuiet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	debug.FreeOSMemory()
+	g := giver{allocs: readHeap().allocs}
+	var sink [][]byte
+	for i := 0; i < 4096; i++ { // 4 MiB, dropped at once
+		sink = append(sink, make([]byte, 1024))
+	}
+	sink = nil
+	before := readHeap()
+	if g.quiet(before.allocs) {
+		t.Fatal("a busy tick counted as quiet")
+	}
+	if h := readHeap(); h.objects < before.objects {
+		t.Fatalf("a busy tick collected the heap: %d bytes of objects, %d before", h.objects, before.objects)
+	}
+	if !g.quiet(readHeap().allocs) {
+		t.Fatal("a quiet tick after the burst did not count as quiet")
+	}
+	if h := readHeap(); h.objects > h.live+trimAbove {
+		t.Fatalf("the quiet tick after the burst left its garbage: %+v", h)
 	}
 	_ = sink
 }
