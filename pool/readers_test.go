@@ -111,7 +111,8 @@ func TestWindowKeepsWhatAnOpenWatchHasNotRead(t *testing.T) {
 	w.hold()
 	st.apply(wire.EventModified, svc("a", 13, "x"))
 	<-w.blocked // the watch read the event and waits for its client
-	const last = 13 + holdFactor*3 - 1 // past MaxEvents, within what an open watch may hold
+	// Past MaxEvents, within what an open watch may hold.
+	const last = 13 + holdFactor*3 - 1
 	for rv := 14; rv <= last; rv++ {
 		st.apply(wire.EventModified, svc([]string{"a", "b"}[rv%2], rv, "x"))
 	}
