@@ -128,19 +128,24 @@ func (p *Pool) Degraded() (reason, why string) {
 	return ReasonNoLeader, "pool degraded: no leader yet, sharing on this node"
 }
 
-// notifyDegraded tells Config.OnDegraded the reason when it changed.
+// notifyDegraded tells Config.OnDegraded the reason when it changed, until Run has returned.
+// Calls from several goroutines are told in turn (degradedMu): the last one told is the reason
+// of the moment, never an older one a slower call computed.
 func (p *Pool) notifyDegraded() {
 	if p.cfg.OnDegraded == nil {
 		return
 	}
-	reason, _ := p.Degraded()
+	p.degradedMu.Lock()
+	defer p.degradedMu.Unlock()
 	p.mu.Lock()
-	changed := reason != p.lastDegraded || !p.degradedTold
-	p.lastDegraded, p.degradedTold = reason, true
+	ended := p.ended
 	p.mu.Unlock()
-	if changed {
-		p.cfg.OnDegraded(reason)
+	reason, _ := p.Degraded()
+	if ended || reason == p.lastDegraded && p.degradedTold {
+		return
 	}
+	p.lastDegraded, p.degradedTold = reason, true
+	p.cfg.OnDegraded(reason)
 }
 
 // setCandidacy records whether this hub can serve the pool (reason "" when it can) and tells

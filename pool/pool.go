@@ -118,8 +118,15 @@ type Pool struct {
 	candidacyTold     bool      // cannot was decided once
 	ableSince         time.Time // when this hub last turned able to serve the pool
 	noLeaderWhy       string    // why the election found no leader
-	lastDegraded      string    // Degraded's reason as OnDegraded was last told
-	degradedTold      bool
+	ended             bool      // Run has returned: no more retry timers, no more OnDegraded
+
+	degradedMu   sync.Mutex // held across computing, comparing and telling Degraded's reason
+	lastDegraded string     // Degraded's reason as OnDegraded was last told (degradedMu)
+	degradedTold bool       // (degradedMu)
+
+	retryTimer timer                             // the leader's back-off's end (retrytimer.go; mu)
+	timers     sync.WaitGroup                    // retryTimer's callback, which Run waits for
+	afterFunc  func(time.Duration, func()) timer // retryTimer's clock (nil: time.AfterFunc)
 }
 
 // New prepares the stores; nothing runs until Run.
@@ -197,6 +204,7 @@ func (p *Pool) Run(ctx context.Context, stop func() context.Context) {
 		go func() { defer wg.Done(); p.followNodePool(ctx) }()
 	}
 	wg.Wait()
+	p.endTimers()
 }
 
 // Store returns the store that serves a request — a list or watch of a pool-scope resource in
@@ -295,7 +303,7 @@ func (p *Pool) leaderFailed(leader string, err error) {
 	p.fails++
 	p.failedAt, p.failWhy = time.Now(), err.Error()
 	p.signalLocked()
-	time.AfterFunc(p.retry, func() { p.signal(); p.notifyDegraded() })
+	p.retryAfterLocked(p.retry)
 	if cutOff(err) {
 		// Alive and still leading, only cut off from the cloud (its own link, or the whole
 		// region's, noticed here a moment before this hub's own health check notices): read the

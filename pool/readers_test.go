@@ -90,7 +90,7 @@ func (w *gatedWriter) waitFor(t *testing.T, want string) string {
 	}
 }
 
-// A burst larger than the event window — a re-sync's difference, a resumed watch's backlog, a
+// A burst larger than the event window (within holdFactor times it) — a re-sync's difference, a resumed watch's backlog, a
 // follower applying its leader's difference one event at a time — arrives while a client is still
 // reading what came before: its watch goes on with every event, none ends in 410 (issue 29: after
 // the return, clients relisted everything). Its bookmarks never name a resourceVersion past an
@@ -111,7 +111,8 @@ func TestWindowKeepsWhatAnOpenWatchHasNotRead(t *testing.T) {
 	w.hold()
 	st.apply(wire.EventModified, svc("a", 13, "x"))
 	<-w.blocked // the watch read the event and waits for its client
-	const last = 40
+	// Past MaxEvents, within what an open watch may hold.
+	const last = 13 + holdFactor*3 - 1
 	for rv := 14; rv <= last; rv++ {
 		st.apply(wire.EventModified, svc([]string{"a", "b"}[rv%2], rv, "x"))
 	}

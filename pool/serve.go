@@ -29,7 +29,13 @@ type Serving struct {
 	// Revisions, if set, change what the client is served apart from the store (the hub's
 	// corrections of its node's endpoints): a watch sends what they change as MODIFIED.
 	Revisions Revisions
+	// WriteTimeout bounds each of a watch's writes (default 30 s): a client that stops reading
+	// is cut off, and its watch holds the event window no longer (readers.go).
+	WriteTimeout time.Duration
 }
+
+// watchWriteTimeout is Serving.WriteTimeout's default.
+const watchWriteTimeout = 30 * time.Second
 
 // Revisions are changes to served objects that do not come from the store. Transform already
 // applies the revision of the moment; a watch learns from Pass what changed since it last looked.
@@ -137,8 +143,8 @@ func (sv Serving) out(o *object, sel wire.Selector, pb bool) ([]byte, bool) {
 // ServeWatch answers a watch from the store: from the client's resourceVersion when the window
 // still holds what came after it (else 410 Expired, so it re-lists), or from the current state
 // as ADDED events for resourceVersion "" or "0" and for sendInitialEvents. It ends at
-// timeoutSeconds, when the client leaves, or when the client falls behind what the store's
-// bounds let the window keep for it (readers.go).
+// timeoutSeconds, when the client leaves, when a write waits past Serving.WriteTimeout, or when
+// the client falls behind what the window keeps for it (readers.go).
 func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 	ri := sv.Info
 	sel, err := wire.NewSelector(ri.Namespace, ri.LabelSelector, ri.FieldSelector)
@@ -171,7 +177,12 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 		return
 	}
 	rd.cursor.Store(cursor)
-	ww := wire.StartWatch(w, pb, 0)
+	wt := sv.WriteTimeout
+	if wt <= 0 {
+		wt = watchWriteTimeout
+	}
+	ww := wire.StartWatch(w, pb, wt)
+	defer ww.End()
 	ww.APIVersion, ww.Kind = s.itemType()
 	if sv.Revisions != nil && initial {
 		sv.Revisions.Served() // the initial events go through Transform, which revises them

@@ -41,7 +41,7 @@ func (s *Store) current(o *object) bool { return s.objs[o.key()] == o }
 // window alone keeps are past the store's bounds, or it holds more events than objects the store
 // may hold; or, beyond the last keep events (a relist's difference, handed to the watches as one
 // batch while it fits the store's bounds), it is past MaxEvents or MaxEventBytes and every open
-// watch has read its oldest event (readers.go) (lock held).
+// watch has read its oldest event, or past holdFactor times them (readers.go) (lock held).
 func (s *Store) windowOver(keep int) bool {
 	maxN, maxB := s.bounds()
 	if len(s.objs)+s.keptN > maxN || s.objBytes+s.keptBytes > maxB || len(s.events) > maxN {
@@ -54,7 +54,10 @@ func (s *Store) windowOver(keep int) bool {
 	if b <= 0 {
 		b = 2 << 20
 	}
-	return len(s.events) > max(1, keep) && (len(s.events) > n || s.eventBytes > b) && !s.unread()
+	if len(s.events) <= max(1, keep) || len(s.events) <= n && s.eventBytes <= b {
+		return false
+	}
+	return len(s.events) > holdFactor*n || s.eventBytes > holdFactor*b || !s.unread()
 }
 
 // Held returns what the store holds against its bounds: the objects and the older copies its
