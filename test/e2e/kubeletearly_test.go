@@ -15,7 +15,10 @@ import (
 // reach finds the black hole, and every pod's containers run again from what the hub cached: the
 // runtime runs them, and the status the kubelet reported to nodehub says they started after the
 // restart. The goal is within 5 s of the restart (bench measures it at 0,
-// 1, 3, 5 and 10 s after the cut; the test at 0 s).
+// 1, 3, 5 and 10 s after the cut; the test at 0 s). Its node turns Ready through nodehub: when
+// kubelet's first status write (its CSINode not yet initialized: Ready=False) beats its CSI
+// init's answer, the next one (Ready=True) is sent only if the offline watch of its node showed
+// the first (kubelet v1.37 compares with its informer's copy).
 func (k *kubeletScenario) kubeletRestartEarly(t *testing.T) {
 	l, err := k.cloudPods(context.Background())
 	if err != nil {
