@@ -9,13 +9,16 @@ import (
 	"nodehub/wire"
 )
 
-// An offline watch follows the changes applied offline to what it serves, as the apiserver's
-// watch follows every write: kubelet's status writes to its Node and its pods reach the informers
-// it reads them back from (since v1.37 kubelet compares its node's new status with its informer's
-// copy, not with a GET: a watch that never showed its own offline patch leaves it comparing with
-// a stale copy, and a status it put back — Ready after "CSINode is not yet initialized" — is never
-// sent). Only the resources the offline proxy changes (mayChange) are followed; a watch remembers a
-// hash of each object it sent, bounded by its list.
+// kubelet's offline watch of its Node follows the status writes applied offline to it, as the
+// apiserver's watch follows every write: since v1.37 kubelet compares its node's new status with
+// its informer's copy, not with a GET, and patches the difference from that copy. A watch that
+// never showed its own offline patch leaves it comparing with a stale copy: a status it put back
+// (Ready after "CSINode is not yet initialized", early in an outage) is never sent, and each
+// later patch is applied to a copy that still holds the old one. Nothing else is followed: pods'
+// statuses and other clients' nodes stay as their watches last showed them, so on the return
+// their clients still find what the cloud has not heard (kubelet's status manager re-sends the
+// pods' statuses because its informer's copies differ from them). A watch remembers a hash of
+// each object it sent, bounded by its list.
 
 // follower is what an offline watch sent of a followed resource.
 type follower struct {
@@ -31,10 +34,10 @@ func (p *Proxy) newFollower(ri *wire.RequestInfo) *follower {
 	return &follower{next: p.offlineChanges(), sent: map[string]uint64{}}
 }
 
-// changesOffline reports whether the offline proxy changes objects of ri's resource.
+// changesOffline reports whether ri is kubelet's watch of nodes (of its own: the only one it
+// changes offline).
 func changesOffline(ri *wire.RequestInfo) bool {
-	return ri.Group == "" && (ri.Resource == "nodes" || ri.Resource == "pods") ||
-		ri.Group == "coordination.k8s.io" && ri.Resource == "leases"
+	return ri.Group == "" && ri.Resource == "nodes" && ri.Component == "kubelet"
 }
 
 // saw records an object as sent; it reports whether it differs from what was sent before and
