@@ -111,7 +111,6 @@ func (p *pipeline) unauthorized(w http.ResponseWriter, r *http.Request, port, ms
 // end is the last step of every accepted request: what the others set up is undone, and the
 // request is counted with the status it got.
 func (p *pipeline) end(q *proxyRequest) {
-	tmpReqLog(q) // TEMP
 	for i := len(q.cleanup) - 1; i >= 0; i-- {
 		q.cleanup[i]()
 	}
