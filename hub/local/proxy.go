@@ -60,6 +60,9 @@ type Proxy struct {
 
 	slotsOnce sync.Once
 	slots     chan struct{}
+
+	changeMu sync.Mutex
+	changed  chan struct{} // closed at the next change applied offline (follow.go)
 }
 
 // acquire waits for a stream slot for a client that is not the node (the node's own need none);

@@ -53,7 +53,12 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if rev != nil && ri.SendInitialEvents {
 		rewrite = rev.Served()
 	}
+	var fl *follower
+	if rev == nil {
+		fl = p.newFollower(ri)
+	}
 	res, err := p.each(pl, func(it cache.Item) error {
+		fl.saw(it)
 		if !ri.SendInitialEvents {
 			return nil
 		}
@@ -96,15 +101,21 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 		if p.Online != nil && p.Online() {
 			return // the cloud is back: end, so the client re-lists from it
 		}
-		var revised <-chan struct{}
+		var revised, applied <-chan struct{}
+		send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
 		if rev != nil {
-			send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
 			if revised, ok = p.revise(r, req, pl, rev, f.protobuf, send); !ok {
+				return
+			}
+		}
+		if fl != nil {
+			if applied, ok = p.follow(r, req, pl, fl, f.protobuf, send); !ok {
 				return
 			}
 		}
 		select {
 		case <-revised:
+		case <-applied:
 		case <-r.Context().Done():
 			return
 		case <-end.C:

@@ -116,6 +116,7 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	p.log().Debug("offline change kept locally", "resource", ri.Resource, "name", m.Name)
+	p.appliedOffline()
 	if p.Applied != nil {
 		p.Applied(ri, result)
 	}
