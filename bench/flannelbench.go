@@ -19,20 +19,12 @@ import (
 // and after the node rebooted offline (the hub restarted too). The two-node setup (network
 // namespaces, a hub in each) is the e2e test's, TestFlannelOffline, run with restarts of each kind.
 func benchFlannel(restarts int) error {
-	cmd := exec.Command("go", "test", "-count=1", "-v", "-timeout=20m", "-run=^TestFlannelOffline$", "./")
-	cmd.Dir = filepath.Join(harness.RepoRoot(), "test", "e2e")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("NODEHUB_FLANNEL_RESTARTS=%d", restarts))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("TestFlannelOffline: %w\n%s", err, out.String())
-	}
-	if strings.Contains(out.String(), "--- SKIP: TestFlannelOffline") {
-		fmt.Printf("\n## flannel: skipped (TestFlannelOffline needs root for its network namespaces)\n")
-		return nil
+	out, skipped, err := runE2E("TestFlannelOffline", fmt.Sprintf("NODEHUB_FLANNEL_RESTARTS=%d", restarts))
+	if err != nil || skipped {
+		return err
 	}
 	figures := map[string][]time.Duration{}
-	sc := bufio.NewScanner(&out)
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		kind, d, ok := flannelFigure(sc.Text())
 		if ok {
@@ -43,7 +35,7 @@ func benchFlannel(restarts int) error {
 	for _, kind := range []string{"online", "false", "true"} {
 		ds := figures[kind]
 		if len(ds) == 0 {
-			return fmt.Errorf("no flannel figure (hub restarted too: %s) in the test's output:\n%s", kind, out.String())
+			return fmt.Errorf("no flannel figure (hub restarted too: %s) in the test's output:\n%s", kind, out)
 		}
 		what := map[string]string{"online": "online, first start (both nodes)", "false": "offline, hub running",
 			"true": "offline, node rebooted (hub restarted first)"}[kind]
@@ -69,4 +61,22 @@ func flannelFigure(line string) (kind string, d time.Duration, ok bool) {
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(val))
 	return kind, d, err == nil
+}
+
+// runE2E runs one e2e test (its namespaces and control planes are the test's own) with env added,
+// and returns its verbose output; skipped when the test skipped itself (it needs root).
+func runE2E(test string, env ...string) (out string, skipped bool, err error) {
+	cmd := exec.Command("go", "test", "-count=1", "-v", "-timeout=30m", "-run=^"+test+"$", "./")
+	cmd.Dir = filepath.Join(harness.RepoRoot(), "test", "e2e")
+	cmd.Env = append(os.Environ(), env...)
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	if err := cmd.Run(); err != nil {
+		return "", false, fmt.Errorf("%s: %w\n%s", test, err, b.String())
+	}
+	if strings.Contains(b.String(), "--- SKIP: "+test) {
+		fmt.Printf("\n## %s: skipped (it needs root for its network namespaces)\n", test)
+		return b.String(), true, nil
+	}
+	return b.String(), false, nil
 }
