@@ -108,7 +108,7 @@ func (b *Backend) Reach(ctx context.Context) error {
 		}
 		host, _, _ := net.SplitHostPort(b.URL.Host)
 		cfg := &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12,
-			CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256}}
+			CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256}, ClientSessionCache: b.reachSessions()}
 		err = tls.Client(conn, cfg).HandshakeContext(ctx)
 		if answered(err) {
 			return nil // a certificate or TLS mismatch is an answer: the request's own errors tell it
@@ -124,6 +124,22 @@ func (b *Backend) Reach(ctx context.Context) error {
 	}
 	return err
 }
+
+// reachSessions lends a reach the TLS sessions of the probes' transport: a resumed handshake costs
+// the apiserver no certificate or signature. It stores none: a reach presents no certificate, and
+// a session made without one would have the node's next probe resume it without its identity.
+func (b *Backend) reachSessions() tls.ClientSessionCache {
+	t, err := b.transport(pingSlot)
+	if err != nil || t.TLSClientConfig == nil || t.TLSClientConfig.ClientSessionCache == nil {
+		return nil
+	}
+	return lentSessions{t.TLSClientConfig.ClientSessionCache}
+}
+
+// lentSessions reads a transport's session cache and writes nothing to it.
+type lentSessions struct{ tls.ClientSessionCache }
+
+func (lentSessions) Put(string, *tls.ClientSessionState) {}
 
 // answered reports whether a failed handshake got something from the server.
 func answered(err error) bool {

@@ -2,6 +2,8 @@ package remote
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -96,5 +98,41 @@ func TestFailingRequestsReachesBackOff(t *testing.T) {
 	s.run(85 * time.Second)
 	if down := s.first(Unhealthy, 80*time.Second); down < 0 || down > 80*time.Second+reachFloor+200*time.Millisecond {
 		t.Fatalf("a cut 20 s after the last failing request: offline at %v; changes %v", down, s.changes)
+	}
+}
+
+// A reach resumes the TLS session of the node's last probe (no certificate or signature for the
+// apiserver to make) and leaves none of its own for the node's connections.
+func TestReachResumesTheProbesSession(t *testing.T) {
+	var mu sync.Mutex
+	var resumed []bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			mu.Lock()
+			resumed = append(resumed, cs.DidResume)
+			mu.Unlock()
+			return nil
+		}}
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	b, err := NewBackend(srv.URL, tlsCreds{pool, clientCert(t)}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := b.Reach(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(resumed) != 3 || resumed[0] || !resumed[1] || !resumed[2] {
+		t.Fatalf("handshakes resumed: %v (want the ping's full, then the reaches' resumed)", resumed)
 	}
 }
