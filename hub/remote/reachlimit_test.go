@@ -104,14 +104,11 @@ func TestFailingRequestsReachesBackOff(t *testing.T) {
 // A reach resumes the TLS session of the node's last probe (no certificate or signature for the
 // apiserver to make) and leaves none of its own for the node's connections.
 func TestReachResumesTheProbesSession(t *testing.T) {
-	var mu sync.Mutex
-	var resumed []bool
+	handshakes := make(chan bool, 10) // the server's side ends after the client's
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert,
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			mu.Lock()
-			resumed = append(resumed, cs.DidResume)
-			mu.Unlock()
+			handshakes <- cs.DidResume
 			return nil
 		}}
 	srv.StartTLS()
@@ -130,9 +127,16 @@ func TestReachResumesTheProbesSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(resumed) != 3 || resumed[0] || !resumed[1] || !resumed[2] {
+	var resumed []bool
+	for range 3 {
+		select {
+		case r := <-handshakes:
+			resumed = append(resumed, r)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("handshakes resumed: %v; the server saw no more", resumed)
+		}
+	}
+	if resumed[0] || !resumed[1] || !resumed[2] {
 		t.Fatalf("handshakes resumed: %v (want the ping's full, then the reaches' resumed)", resumed)
 	}
 }
