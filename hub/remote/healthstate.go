@@ -69,7 +69,7 @@ type health struct {
 	lastStart   time.Time     // start of the last probe
 	nextBeat    time.Time     // when a healthy server's next heartbeat is due
 	suspectAt   time.Time     // a request found trouble (zero: none since the last good probe)
-	urgent      bool          // that trouble was a failure (refused, reset), not a wait: probe at once
+	urgent      bool          // that trouble was a failure (refused, reset), not a wait (see backoff)
 	started     bool          // the first probe went out
 	reaching    bool          // a reach is out (it does not count in inflight)
 	lastReach   time.Time     // start of the last reach
