@@ -137,13 +137,10 @@ func (l *Balancer) roundTrip(route Route, req *http.Request) (*http.Response, *B
 	retryable := req.Body == nil || req.Body == http.NoBody
 	var lastErr error
 	for _, b := range l.order() {
-		var waiting *time.Timer
-		if l.SuspectAfter > 0 {
-			waiting = time.AfterFunc(l.SuspectAfter, func() { b.MarkSuspect(ErrNoAnswerYet) })
-		}
+		waiting := l.watchWait(b)
 		resp, err := b.RoundTrip(route, req)
-		if waiting != nil {
-			waiting.Stop()
+		if waiting.stop() && err == nil {
+			b.MarkAnswered() // the late answer proves the link
 		}
 		if l.OnRequest != nil {
 			l.OnRequest(b, err)
@@ -164,6 +161,43 @@ func (l *Balancer) roundTrip(route Route, req *http.Request) (*http.Response, *B
 		return nil, nil, lastErr
 	}
 	return nil, nil, ErrNoHealthyBackend
+}
+
+// waitMark marks a server suspect when a request to it has had no answer for the Balancer's
+// SuspectAfter.
+type waitMark struct {
+	mu          sync.Mutex
+	timer       *time.Timer
+	fired, done bool
+}
+
+func (l *Balancer) watchWait(b *Backend) *waitMark {
+	if l.SuspectAfter <= 0 {
+		return nil
+	}
+	w := &waitMark{}
+	w.timer = time.AfterFunc(l.SuspectAfter, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.done {
+			w.fired = true
+			b.MarkSuspect(ErrNoAnswerYet)
+		}
+	})
+	return w
+}
+
+// stop ends the wait (the request has its answer or failed) and reports whether it marked the
+// server suspect.
+func (w *waitMark) stop() bool {
+	if w == nil {
+		return false
+	}
+	w.timer.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	return w.fired
 }
 
 // isDialError reports whether err happened before anything was sent: the connection was never made.

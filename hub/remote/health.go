@@ -215,3 +215,14 @@ func (b *Backend) MarkSuspect(err error) {
 		}
 	}
 }
+
+// MarkAnswered records that a proxied request the server had been suspected for (it waited longer
+// than the Balancer's SuspectAfter) got its response headers: the link works, so a reach still out
+// for that trouble no longer decides anything (one lost packet on a slow request's reach does not
+// take the hub offline).
+func (b *Backend) MarkAnswered() {
+	h := &b.health
+	h.mu.Lock()
+	h.answered(time.Now())
+	h.mu.Unlock()
+}

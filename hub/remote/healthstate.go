@@ -59,21 +59,23 @@ type health struct {
 	reached atomic.Bool
 	kick    chan struct{} // wakes the checker: a suspicion arrived
 
-	mu         sync.Mutex
-	fails, oks int // consecutive failed / good probes
-	lastErr    error
-	inflight   int
-	seq        uint64        // last probe started
-	runFirst   uint64        // first probe of the run of good answers that counts (see result)
-	runNext    uint64        // the probe that continues that run
-	lastStart  time.Time     // start of the last probe
-	nextBeat   time.Time     // when a healthy server's next heartbeat is due
-	suspectAt  time.Time     // a request found trouble (zero: none since the last good probe)
-	urgent     bool          // that trouble was a failure (refused, reset), not a wait: probe at once
-	started    bool          // the first probe went out
-	reaching   bool          // a reach is out (it does not count in inflight)
-	lastReach  time.Time     // start of the last reach
-	linkTime   time.Duration // the slowest recent good ping or reach (see sample)
+	mu          sync.Mutex
+	fails, oks  int // consecutive failed / good probes
+	lastErr     error
+	inflight    int
+	seq         uint64        // last probe started
+	runFirst    uint64        // first probe of the run of good answers that counts (see result)
+	runNext     uint64        // the probe that continues that run
+	lastStart   time.Time     // start of the last probe
+	nextBeat    time.Time     // when a healthy server's next heartbeat is due
+	suspectAt   time.Time     // a request found trouble (zero: none since the last good probe)
+	urgent      bool          // that trouble was a failure (refused, reset), not a wait (see backoff)
+	started     bool          // the first probe went out
+	reaching    bool          // a reach is out (it does not count in inflight)
+	lastReach   time.Time     // start of the last reach
+	reachUrgent bool          // the reach out was sent for a failed request
+	backoff     time.Duration // least gap between reaches for failed requests (see reachBackoffMax)
+	linkTime    time.Duration // the slowest recent good ping or reach (see sample)
 }
 
 func (h *health) init() {
@@ -93,10 +95,11 @@ func (h *health) nextProbe(t *timing) (at time.Time, kind probeKind, ok bool) {
 		if !h.suspectAt.IsZero() && !h.reaching {
 			// A request is in trouble: is the link alive now? Not after the probes still out,
 			// which may wait out their whole timeout on a black-holed link.
+			gap := t.suspectGap
 			if h.urgent {
-				return h.suspectAt, reach, true
+				gap = max(gap, h.backoff)
 			}
-			return later(h.suspectAt, h.lastReach.Add(t.suspectGap)), reach, true
+			return later(h.suspectAt, h.lastReach.Add(gap)), reach, true
 		}
 		if h.inflight > 0 {
 			return time.Time{}, 0, false // its answer (or timeout) is what counts
@@ -121,11 +124,12 @@ func (h *health) nextProbe(t *timing) (at time.Time, kind probeKind, ok bool) {
 
 // start records a probe that goes out now and returns its sequence number.
 func (h *health) start(now time.Time, kind probeKind, t *timing) uint64 {
-	h.urgent = false
 	if kind == reach {
-		h.reaching, h.lastReach = true, now
+		h.reaching, h.lastReach, h.reachUrgent = true, now, h.urgent
+		h.urgent = false
 		return h.seq
 	}
+	h.urgent = false
 	h.started = true
 	h.inflight++
 	h.seq++
@@ -206,7 +210,7 @@ func (h *health) result(seq uint64, started time.Time, kind probeKind, err error
 func (h *health) turn(next State, kind probeKind, now time.Time) (State, bool) {
 	h.state.Store(int32(next))
 	h.suspectAt, h.urgent = time.Time{}, false
-	h.oks = 0
+	h.oks, h.backoff = 0, 0
 	if next == Healthy {
 		h.fails = 0
 		if kind != heartbeat {
@@ -217,14 +221,18 @@ func (h *health) turn(next State, kind probeKind, now time.Time) (State, bool) {
 }
 
 // suspect records that a request to a healthy server failed or waits too long; it reports whether
-// the checker should look (a new suspicion). A request that waits is probed for at most every
-// suspectGap; one that failed (nothing a client can cause at will) at once.
+// the checker should look (a new suspicion). A reach follows at most every suspectGap; for a
+// request that failed (nothing a client can cause at will), at most every backoff once reaches
+// answered while requests failed, a gap that starts over after reachBackoffMax without a reach.
 func (h *health) suspect(now time.Time, err error) bool {
 	if h.get() != Healthy {
 		return false
 	}
 	if !errors.Is(err, ErrNoAnswerYet) && !errors.Is(err, ErrSlow) && !h.urgent {
 		h.urgent = true
+		if now.Sub(h.lastReach) > reachBackoffMax {
+			h.backoff = 0
+		}
 		if h.suspectAt.IsZero() {
 			h.suspectAt = now
 		}
@@ -238,6 +246,14 @@ func (h *health) suspect(now time.Time, err error) bool {
 		h.lastErr = err
 	}
 	return true
+}
+
+// answered records that a request that had waited long enough to be suspected got its answer: the
+// link works, so the trouble seen before is over (a reach still out no longer counts).
+func (h *health) answered(now time.Time) {
+	if h.get() == Healthy && !h.suspectAt.IsZero() && !now.Before(h.suspectAt) {
+		h.suspectAt, h.urgent = time.Time{}, false
+	}
 }
 
 func later(a, b time.Time) time.Time {

@@ -63,6 +63,7 @@ type sim struct {
 	changes []change
 	probes  map[probeKind]int
 	suspect func(t time.Duration) bool // a client is waiting on the server at t (checked every 100 ms)
+	failed  error                      // what the client's request met (nil: it waits)
 }
 
 func newSim(l link) *sim {
@@ -116,7 +117,11 @@ func (s *sim) run(until time.Duration) {
 			}
 		}
 		if s.now%step == 0 && s.suspect != nil && s.suspect(s.now) {
-			s.h.suspect(s.at(s.now), ErrNoAnswerYet)
+			err := s.failed
+			if err == nil {
+				err = ErrNoAnswerYet
+			}
+			s.h.suspect(s.at(s.now), err)
 		}
 	}
 }
@@ -376,8 +381,8 @@ func TestFailedRequestProbesAtOnce(t *testing.T) {
 	if !h.suspect(now, errors.New("connection refused")) {
 		t.Fatal("a failed request did not wake the checker")
 	}
-	if at, _, ok := h.nextProbe(&tm); !ok || !at.Equal(now) {
-		t.Fatalf("a failed request: probe at %v (want at once, %v)", at.Sub(epoch), now.Sub(epoch))
+	if at, _, ok := h.nextProbe(&tm); !ok || !at.Equal(epoch.Add(100*time.Millisecond+tm.suspectGap)) {
+		t.Fatalf("a failed request: probe at %v (want half a second after the last)", at.Sub(epoch))
 	}
 	h.start(now, reach, &tm)
 	if st, ok := h.result(0, now, reach, errors.New("connection refused"), now, &tm); !ok || st != Unhealthy {

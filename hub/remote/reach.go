@@ -16,14 +16,25 @@ import (
 // at all: a new connection and its TLS handshake (over plain http, the first byte of an answer to
 // GET /readyz). A slow apiserver (its etcd, its queues) still completes handshakes in a few round
 // trips; a black hole answers nothing. A reach that gets no answer within its short deadline while
-// the request is still in trouble makes the server unhealthy: the hub goes offline and the
-// waiting reads are answered from the cache at once. One that is answered clears the suspicion:
-// the request goes on waiting for the cloud.
+// the request it was sent for is still in trouble makes the server unhealthy: the hub goes offline
+// and the waiting reads are answered from the cache at once. One that is answered clears the
+// suspicion: the request goes on waiting for the cloud. So does the request's own answer (the
+// Balancer's MarkAnswered): a late answer proves the link, and a reach still out no longer counts.
 
-// reachFloor is the least deadline of a reach: many times a handshake's cost on a loaded node (a
-// few ms on a LAN, ~100 ms on a cellular link), short enough that a client restarted into an
-// outage is served from the cache within ~1.3 s of its first request (0.5 s waiting, then this).
-const reachFloor = 750 * time.Millisecond
+// reachFloor is the least deadline of a reach: above Linux's 1 s retransmit of a lost SYN plus a
+// handshake's round trips (a few ms on a LAN, ~100 ms on a cellular link), so one lost packet does
+// not take the hub offline; short enough that a client restarted into an outage is served from the
+// cache within ~2 s of its first request (0.5 s waiting, then this).
+const reachFloor = 1500 * time.Millisecond
+
+// reachBackoffMax bounds the gap between reaches sent for requests that fail while the reaches
+// answer (a server that resets connections, an apiserver's rolling restart): each answered reach
+// doubles the gap from reachBackoffFirst up to this, so a node's clients retrying many times a
+// second cost the cloud one handshake per this at most, not one per failed request.
+const (
+	reachBackoffFirst = 5 * time.Second
+	reachBackoffMax   = 10 * time.Second
+)
 
 // reachRTTs is how many of the link's slowest recent answer times a reach waits at least: a reach
 // is two round trips (TCP, then TLS 1.3), a ping on a kept connection one.
@@ -58,11 +69,18 @@ func (h *health) reachResult(started time.Time, err error, now time.Time) (State
 		if !h.suspectAt.IsZero() && !started.Before(h.suspectAt) {
 			h.suspectAt = time.Time{}
 		}
+		if h.reachUrgent {
+			// A request failed, yet the server's end answers: the next reaches for failing
+			// requests tell nothing new sooner than this.
+			h.backoff = min(max(2*h.backoff, reachBackoffFirst), reachBackoffMax)
+		}
 		return prev, false
 	}
-	if h.suspectAt.IsZero() || errors.Is(err, ErrNoCredentials) {
-		// A probe answered after the trouble began (the link is alive), or the reach could not
-		// be sent (no cluster CA yet): no verdict on the server.
+	h.backoff = 0
+	if h.suspectAt.IsZero() || started.Before(h.suspectAt) || errors.Is(err, ErrNoCredentials) {
+		// A probe or the request itself answered after the trouble began (the link is alive; a
+		// newer trouble gets a reach of its own), or the reach could not be sent (no cluster CA
+		// yet): no verdict on the server.
 		return prev, false
 	}
 	h.lastErr = err
@@ -90,7 +108,7 @@ func (b *Backend) Reach(ctx context.Context) error {
 		}
 		host, _, _ := net.SplitHostPort(b.URL.Host)
 		cfg := &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12,
-			CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256}}
+			CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256}, ClientSessionCache: b.reachSessions()}
 		err = tls.Client(conn, cfg).HandshakeContext(ctx)
 		if answered(err) {
 			return nil // a certificate or TLS mismatch is an answer: the request's own errors tell it
@@ -106,6 +124,22 @@ func (b *Backend) Reach(ctx context.Context) error {
 	}
 	return err
 }
+
+// reachSessions lends a reach the TLS sessions of the probes' transport: a resumed handshake costs
+// the apiserver no certificate or signature. It stores none: a reach presents no certificate, and
+// a session made without one would have the node's next probe resume it without its identity.
+func (b *Backend) reachSessions() tls.ClientSessionCache {
+	t, err := b.transport(pingSlot)
+	if err != nil || t.TLSClientConfig == nil || t.TLSClientConfig.ClientSessionCache == nil {
+		return nil
+	}
+	return lentSessions{t.TLSClientConfig.ClientSessionCache}
+}
+
+// lentSessions reads a transport's session cache and writes nothing to it.
+type lentSessions struct{ tls.ClientSessionCache }
+
+func (lentSessions) Put(string, *tls.ClientSessionState) {}
 
 // answered reports whether a failed handshake got something from the server.
 func answered(err error) bool {
