@@ -88,10 +88,11 @@ func (t balancerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return t.b.Send(route, req)
 }
 
-// suspectAfter is how long a forwarded request waits for its answer before the server is probed
-// at once (see remote.Balancer.SuspectAfter): with a probe's timeout of 2 s, a black-holed link is
-// noticed within 2.5 s of a client's first request into it.
-const suspectAfter = 500 * time.Millisecond
+// suspectAfter is how long a forwarded request waits for its answer before the server is reached
+// at once (see remote.Balancer.SuspectAfter): with a reach's 1.5 s floor, a black-holed link is
+// noticed ~1.8 s after a client's first request into it (goal: a client restarted into an outage
+// served within 2 s). A slow answer costs a reach (a resumed handshake, rate-limited), never a verdict.
+const suspectAfter = 300 * time.Millisecond
 
 // errNotAPI marks a 5xx answer that is not the apiserver's own (a load balancer in front of it):
 // for a read, the cache answers instead.

@@ -63,7 +63,7 @@ func newHubMetrics(reg *metrics.Registry) *hubMetrics {
 	}
 	m.purposeBytes = reg.NewCounter("nodehub_cloud_bytes_total", "Body bytes exchanged with the cloud, by purpose (proxied: the clients' requests; heartbeat: the node lease's renewals; pool: the shared stores and the election; own: the hub's other reads and writes; certs: the node's certificates: cluster-info, CSRs) and direction (received: cloud to edge; sent: edge to cloud).", "purpose", "direction")
 	m.nodeFromWatch = reg.NewCounter("nodehub_node_reads_from_watch_total", "kubelet's GETs of its node answered from the copy a live watch of the node keeps current, instead of the cloud.")
-	m.reaches = reg.NewCounter("nodehub_server_reach_probes_total", "Reaches sent to a cloud server because a request to it had no answer after 0.5 s or failed (a new connection's TLS handshake; a failed one takes the server offline), by result (ok, failed).", "server", "result")
+	m.reaches = reg.NewCounter("nodehub_server_reach_probes_total", "Reaches sent to a cloud server because a request to it had no answer after 0.3 s or failed (a new connection's TLS handshake; a failed one takes the server offline), by result (ok, failed).", "server", "result")
 	m.refusedConns = reg.NewCounter("nodehub_refused_connections_total", "Connections closed at once because one address (or all that are not loopback) held the most a port keeps open, by port.", "port")
 	m.dummyEnsures = reg.NewCounter("nodehub_dummy_if_ensures_total", "Checks (and repairs) of the hub's link and address, by result (ok, error).", "result")
 	m.otaActions = reg.NewCounter("nodehub_ota_actions_total", "Upgrade and imagepull requests on the hub API, by action and answer code.", "action", "code")

@@ -24,7 +24,7 @@ import (
 // reachFloor is the least deadline of a reach: above Linux's 1 s retransmit of a lost SYN plus a
 // handshake's round trips (a few ms on a LAN, ~100 ms on a cellular link), so one lost packet does
 // not take the hub offline; short enough that a client restarted into an outage is served from the
-// cache within ~2 s of its first request (0.5 s waiting, then this).
+// cache within ~2 s of its first request (0.3 s waiting, the hub's SuspectAfter, then this).
 const reachFloor = 1500 * time.Millisecond
 
 // reachBackoffMax bounds the gap between reaches sent for requests that fail while the reaches
