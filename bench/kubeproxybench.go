@@ -9,10 +9,9 @@ import (
 // benchKubeProxy measures, offline, how long the real kube-proxy in a network namespace takes from
 // kubelet's status write of a pod at a new address (through nodehub, after an offline reboot) to
 // the first connection to the Service's ClusterIP that reaches that address: the e2e test's
-// scenario, TestKubeProxyThroughOfflineReboot, run with `runs` timed writes (nftables mode on both
-// releases, iptables on the default one). Connections are sampled every 100 ms.
+// scenario, TestKubeProxyThroughOfflineReboot, run with `runs` timed writes in both modes on each release. Connections are sampled every 100 ms.
 func benchKubeProxy(runs int) error {
-	out, skipped, err := runE2E("TestKubeProxyThroughOfflineReboot", fmt.Sprintf("NODEHUB_E2E_KUBEPROXY_FIGURE=%d", runs))
+	out, skipped, err := runE2E("TestKubeProxyThroughOfflineReboot", fmt.Sprintf("NODEHUB_E2E_KUBEPROXY_FIGURE=%d", runs), "NODEHUB_E2E_KUBEPROXY_BOTH=1")
 	if err != nil || skipped {
 		return err
 	}

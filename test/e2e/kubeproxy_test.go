@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -21,8 +22,8 @@ import (
 
 // Issue 30: does `curl http://<ClusterIP>` reach my pod after the node rebooted offline? The real
 // kube-proxy (of the control plane's release) in a network namespace of its own, talking only to
-// nodehub, programs the kernel's rules (nftables mode on each release, iptables mode too on the
-// default one); the slices come from the real EndpointSlice controller; kubelet's status writes go
+// nodehub, programs the kernel's rules (iptables mode on the default release, nftables mode on the
+// other; both on each with NODEHUB_E2E_KUBEPROXY_BOTH=1); the slices come from the real EndpointSlice controller; kubelet's status writes go
 // through the hub. Online, the ClusterIP reaches this node's two ready pods only (a third, on
 // another node, is not ready). The link is black-holed and the node reboots: a new namespace,
 // the pods at new addresses (web-1 not ready yet), kube-proxy started offline. From kubelet's
@@ -35,9 +36,14 @@ import (
 // slice says so; kube-proxy never restarts.
 func TestKubeProxyThroughOfflineReboot(t *testing.T) {
 	eachRelease(t, func(t *testing.T, c *harness.Cluster) {
+		// Each mode once, each release once (CI's time): nftables on the other release, iptables
+		// on the default one; NODEHUB_E2E_KUBEPROXY_BOTH=1 runs both modes on every release.
 		modes := []string{"nftables"}
 		if c.Release.Name == cluster.Release.Name {
-			modes = append(modes, "iptables")
+			modes = []string{"iptables"}
+		}
+		if os.Getenv("NODEHUB_E2E_KUBEPROXY_BOTH") != "" {
+			modes = []string{"nftables", "iptables"}
 		}
 		for _, mode := range modes {
 			t.Run(mode, func(t *testing.T) { kubeProxyThroughOfflineReboot(t, c, mode) })
