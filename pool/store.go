@@ -155,8 +155,11 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	var size int64
 	for _, o := range items {
 		k := o.key()
-		if old := s.objs[k]; s.synced && old != nil && old.rv == o.rv {
-			o = old // unchanged: the window's events may hold it, keep one copy
+		if old := s.objs[k]; s.synced && old != nil && old.rv >= o.rv {
+			// Unchanged: the window's events may hold it, keep one copy. Older (a list from an
+			// upstream behind the one before: a follower back from the cloud to its leader): the
+			// store's copy is the newer one, and a client must never see an object go back.
+			o = old
 		}
 		newm[k] = o
 		size += int64(len(o.raw))
@@ -220,6 +223,9 @@ func (s *Store) apply(typ string, o *object) {
 	defer s.mu.Unlock()
 	k := o.key()
 	old := s.objs[k]
+	if old != nil && typ != wire.EventDeleted && o.rv <= old.rv {
+		return // a copy the store already holds, or an older one (an upstream behind the last)
+	}
 	if (typ == wire.EventAdded || typ == wire.EventModified) && old == nil && s.over(len(s.objs)+1, s.objBytes+int64(len(o.raw))) ||
 		old != nil && s.over(len(s.objs), s.objBytes-int64(len(old.raw))+int64(len(o.raw))) {
 		s.overflowLocked()
