@@ -124,7 +124,8 @@ func (p *Proxy) update(w http.ResponseWriter, r *http.Request, req *Request) {
 }
 
 // changed is the cached copy it after an update or patch with body: 409 when it names another
-// resourceVersion (precondition.go); a status write changes the status alone (statusonly.go).
+// resourceVersion (precondition.go); an update keeps what the apiserver keeps (updatemeta.go); a
+// status write changes the status alone (statusonly.go).
 func changed(it cache.Item, body []byte, contentType string, ri *wire.RequestInfo) (result []byte, err error) {
 	if ri.Verb == wire.VerbUpdate {
 		result, err = wire.Convert(body, it.Header.ContentType == wire.MediaProtobuf)
@@ -133,6 +134,9 @@ func changed(it cache.Item, body []byte, contentType string, ri *wire.RequestInf
 	}
 	if err == nil {
 		err = conflict(result, ri, it.Header)
+	}
+	if err == nil && ri.Verb == wire.VerbUpdate && ri.Subresource == "" {
+		result, err = keptOnUpdate(result, it.Header, it.Body)
 	}
 	if err == nil && ri.Subresource == "status" {
 		result, err = statusOnly(it.Body, result, ri.Group == "" && ri.Resource == "nodes")
