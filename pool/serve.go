@@ -28,6 +28,8 @@ type Serving struct {
 	Alive func() bool
 	// Revisions, if set, change what the client is served apart from the store (the hub's
 	// corrections of its node's endpoints): a watch sends what they change as MODIFIED.
+	// Transform already applies the revision of the moment; a watch learns from Pass what
+	// changed since it last looked.
 	Revisions Revisions
 	// WriteTimeout bounds each of a watch's writes (default 30 s): a client that stops reading
 	// is cut off, and its watch holds the event window no longer (readers.go).
@@ -37,14 +39,17 @@ type Serving struct {
 // watchWriteTimeout is Serving.WriteTimeout's default.
 const watchWriteTimeout = 30 * time.Second
 
-// Revisions are changes to served objects that do not come from the store. Transform already
-// applies the revision of the moment; a watch learns from Pass what changed since it last looked.
+// Revisions are changes to what a request is served that come neither from the store nor from
+// the cache: the hub's corrections of this node's endpoints (hub/endpointfix), which follow
+// kubelet's reports while the cloud cannot. The shared stores' watches and the offline proxy's
+// (hub/local) read them.
 type Revisions interface {
-	// Served takes the revision of the moment as sent (a watch's initial events).
+	// Served returns the revision of the moment for the objects an answer sends now (a watch's
+	// initial events), and takes it as sent; nil when it changes nothing.
 	Served() func(raw []byte) []byte
-	// Pass begins a pass over the objects a watch serves: fn returns an object as revised now and
-	// whether that differs from what the watch sent before; next is closed at the next revision.
-	// fn is nil when nothing can have changed.
+	// Pass begins a pass of a watch over the objects it serves: fn returns an object as revised
+	// now and whether that differs from what the watch sent before (it goes as MODIFIED); next
+	// is closed at the next revision. fn is nil when nothing can have changed.
 	Pass() (fn func(raw []byte) ([]byte, bool), next <-chan struct{})
 }
 
