@@ -71,29 +71,40 @@ func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	av, kind := s.itemType()
-	rvs := strconv.FormatUint(rv, 10)
-	h := w.Header()
-	h.Set("Cache-Control", "no-cache, private")
+	w.Header().Set("Cache-Control", "no-cache, private")
 	if !ri.Accept.IsProtobuf() {
-		h.Set("Content-Type", wire.MediaJSON)
-		w.WriteHeader(http.StatusOK)
-		bw := bufio.NewWriterSize(w, listWriteBuffer)
-		_, _ = bw.Write(wire.JSONListHead(av, kind))
-		n := 0
-		for _, o := range objs {
-			if raw, ok := sv.out(o, sel, false); ok {
-				if n > 0 {
-					_ = bw.WriteByte(',')
-				}
-				_, _ = bw.Write(wire.JSONListItem(raw))
-				n++
-			}
-		}
-		_, _ = bw.Write(wire.JSONListTail(rvs))
-		_ = bw.Flush()
+		s.writeJSONList(w, sv, objs, sel, strconv.FormatUint(rv, 10))
 		return
 	}
+	s.writeProtoList(w, sv, objs, sel, strconv.FormatUint(rv, 10))
+}
+
+// writeJSONList writes a JSON list of objs in one pass.
+func (s *Store) writeJSONList(w http.ResponseWriter, sv Serving, objs []*object, sel wire.Selector, rvs string) {
+	av, kind := s.itemType()
+	w.Header().Set("Content-Type", wire.MediaJSON)
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, listWriteBuffer)
+	_, _ = bw.Write(wire.JSONListHead(av, kind))
+	n := 0
+	for _, o := range objs {
+		if raw, ok := sv.out(o, sel, false); ok {
+			if n > 0 {
+				_ = bw.WriteByte(',')
+			}
+			_, _ = bw.Write(wire.JSONListItem(raw))
+			n++
+		}
+	}
+	_, _ = bw.Write(wire.JSONListTail(rvs))
+	_ = bw.Flush()
+}
+
+// writeProtoList writes a protobuf list of objs, whose envelope announces its length: it first
+// measures the items (holding only references to them, and the ones a filter rewrote), then
+// writes them.
+func (s *Store) writeProtoList(w http.ResponseWriter, sv Serving, objs []*object, sel wire.Selector, rvs string) {
+	av, kind := s.itemType()
 	meta := wire.ProtoListMeta(rvs)
 	size := len(meta)
 	items := make([][]byte, 0, len(objs))
@@ -109,6 +120,7 @@ func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 	}
 	objs = nil
 	head, tail := wire.ProtoListHead(av, kind, size), wire.ProtoListTail()
+	h := w.Header()
 	h.Set("Content-Type", wire.MediaProtobuf)
 	h.Set("Content-Length", strconv.Itoa(len(head)+size+len(tail)))
 	w.WriteHeader(http.StatusOK)
