@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +37,8 @@ func main() {
 // profile's hub holds ~9 MiB of it once its stores hold their 2,000 objects.
 const startMemoryLimit = 14 << 20
 
+// run is nodehub: the flags read, the Go runtime tuned, the hub configured from them and run
+// until a signal stops it; it returns the exit code.
 func run(args []string) int {
 	o, err := parseFlags(args, os.Stdout)
 	if errors.Is(err, errHelp) {
@@ -51,6 +52,19 @@ func run(args []string) int {
 		fmt.Printf("nodehub %s commit %s %s %s/%s\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
 	}
+	started := o.tuneRuntime()
+	log := o.logger()
+	srv, err := hub.New(o.hubConfig(log, started))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodehub:", err)
+		return 1
+	}
+	return o.serve(srv, log)
+}
+
+// tuneRuntime sets the Go runtime's cores, heap profiling and memory limit from the flags; it
+// returns what lifts the start-up limit once the hub started (nil: there is none).
+func (o *options) tuneRuntime() (started func()) {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(min(o.maxProcs, runtime.NumCPU()))
 	}
@@ -58,17 +72,20 @@ func run(args []string) int {
 		// No heap profile will be read: skip the sampling and its bucket table (1.4 MiB reserved).
 		runtime.MemProfileRate = 0
 	}
-	startLimit := false
 	if n := o.memoryLimitBytes(); n > 0 {
 		debug.SetMemoryLimit(n)
-	} else {
-		// Without --memory-limit, the start-up burst (the shared stores' first lists, cached)
-		// runs under a soft limit: the GC collects at the limit rather than doubling the heap,
-		// which is what made the start-up peak (measured 27 MiB RSS on the node profile, where
-		// the steady state is ~17). Lifted once the stores hold their lists (hub.Config.Started).
-		debug.SetMemoryLimit(startMemoryLimit)
-		startLimit = true
+		return nil
 	}
+	// Without --memory-limit, the start-up burst (the shared stores' first lists, cached)
+	// runs under a soft limit: the GC collects at the limit rather than doubling the heap,
+	// which is what made the start-up peak (measured 27 MiB RSS on the node profile, where
+	// the steady state is ~17). Lifted once the stores hold their lists (hub.Config.Started).
+	debug.SetMemoryLimit(startMemoryLimit)
+	return func() { debug.SetMemoryLimit(math.MaxInt64) }
+}
+
+// logger is the hub's log at the flags' verbosity; it warns of the YurtHub flags ignored.
+func (o *options) logger() *slog.Logger {
 	level := slog.LevelInfo
 	if o.verbosity >= 4 {
 		level = slog.LevelDebug
@@ -77,26 +94,12 @@ func run(args []string) int {
 	if len(o.ignored) > 0 {
 		log.Warn("YurtHub flags accepted and ignored (docs/flags.md: YurtHub flags nodehub ignores)", "flags", strings.Join(o.ignored, ","))
 	}
+	return log
+}
 
-	// The node's credentials: bootstrapped and renewed by nodehub (token mode), or kubelet's files;
-	// the serving certificate. Their renewals are parts the hub runs (a wrong CA pin stops it).
-	var parts []hub.Part
-	creds, setToken, credPart := hub.NodeCredentials(o.identity(), log)
-	if credPart != nil {
-		parts = append(parts, *credPart)
-	}
-	dummy := hub.DummyIf{Enabled: o.dummyIfEnabled, Name: o.dummyIfName, IP: net.ParseIP(o.dummyIfIP), Cleanup: o.dummyIfCleanup}
-	secureAddrs, ips := hub.SecureNames(o.bindProxyAddress, o.proxySecurePort, o.masterHost, dummy, o.poolMode, o.poolBindAddress)
-	var servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	if len(secureAddrs) > 0 || o.poolMode != pool.ModeOff {
-		var part hub.Part
-		servingCert, part = hub.ServingCertificate(o.servers(), o.nodeName, o.pkiDir(), ips, creds, log)
-		parts = append(parts, part)
-	}
-	var started func()
-	if startLimit {
-		started = func() { debug.SetMemoryLimit(math.MaxInt64) }
-	}
+// hubConfig is the hub's configuration from the flags, with the node's credentials and the
+// serving certificate (nodeParts).
+func (o *options) hubConfig(log *slog.Logger, started func()) hub.Config {
 	cfg := hub.Config{
 		Started:            started,
 		NodeName:           o.nodeName,
@@ -110,7 +113,6 @@ func run(args []string) int {
 		HeartbeatFailed:    o.hbFailedRetry,
 		HeartbeatHealthy:   o.hbHealthy,
 		KubeletGracePeriod: o.kubeletGrace,
-		Credentials:        creds,
 		Profiling:          o.profiling,
 		RemoteMetrics:      o.remoteMetrics,
 		Log:                log,
@@ -122,22 +124,36 @@ func run(args []string) int {
 		Filters:            o.filterConfig(),
 		MaxInFlight:        o.maxInFlight,
 		CacheMaxBytes:      bytesOf(o.cacheMaxBytes),
-		SecureAddrs:        secureAddrs,
-		SetToken:           setToken,
-		DummyIf:            dummy,
+		DummyIf:            hub.DummyIf{Enabled: o.dummyIfEnabled, Name: o.dummyIfName, IP: net.ParseIP(o.dummyIfIP), Cleanup: o.dummyIfCleanup},
 		StaticPodPath:      o.staticPodPath,
 		Pool:               o.poolConfig(),
-		ServingCert:        servingCert,
-		Parts:              parts,
 	}
-	srv, err := hub.New(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "nodehub:", err)
-		return 1
-	}
+	o.nodeParts(&cfg, log)
+	return cfg
+}
 
-	// The first SIGTERM or SIGINT stops gracefully (in-flight requests end, the cache is flushed and
-	// synced, within 10 s); a second one exits at once.
+// nodeParts adds the node's credentials to cfg: bootstrapped and renewed by nodehub (token
+// mode), or kubelet's files; and the serving certificate, where the secure port or the pool
+// port serves. Their renewals are parts the hub runs (a wrong CA pin stops it).
+func (o *options) nodeParts(cfg *hub.Config, log *slog.Logger) {
+	creds, setToken, credPart := hub.NodeCredentials(o.identity(), log)
+	if credPart != nil {
+		cfg.Parts = append(cfg.Parts, *credPart)
+	}
+	cfg.Credentials, cfg.SetToken = creds, setToken
+	secureAddrs, ips := hub.SecureNames(o.bindProxyAddress, o.proxySecurePort, o.masterHost, cfg.DummyIf, o.poolMode, o.poolBindAddress)
+	cfg.SecureAddrs = secureAddrs
+	if len(secureAddrs) > 0 || o.poolMode != pool.ModeOff {
+		var part hub.Part
+		cfg.ServingCert, part = hub.ServingCertificate(o.servers(), o.nodeName, o.pkiDir(), ips, creds, log)
+		cfg.Parts = append(cfg.Parts, part)
+	}
+}
+
+// serve runs the hub until a signal stops it and returns the exit code. The first SIGTERM or
+// SIGINT stops gracefully (in-flight requests end, the cache is flushed and synced, within
+// 10 s); a second one exits at once.
+func (o *options) serve(srv *hub.Server, log *slog.Logger) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	sigs := make(chan os.Signal, 2)

@@ -63,25 +63,9 @@ func benchColdStart(e *env, o options) error {
 	h.Stop()
 	cacheBytes := dirBytes(filepath.Join(dir, "cache"))
 
-	var walls, cpus []time.Duration
-	for i := 0; i < 5; i++ {
-		if err := relay.BlackHole(); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		h2, err := start(true)
-		if err != nil {
-			return err
-		}
-		wall, cpu := firstAnswer(h2, h2.ProxyURL+"/api/v1/pods?fieldSelector=spec.nodeName%3D"+harness.NodeName, t0)
-		h2.Stop()
-		if wall == 0 {
-			return fmt.Errorf("hub started in a black hole never answered from its cache")
-		}
-		walls, cpus = append(walls, wall), append(cpus, cpu)
-		if err := relay.Pass(); err != nil {
-			return err
-		}
+	walls, cpus, err := coldStarts(relay, start, "/api/v1/pods?fieldSelector=spec.nodeName%3D"+harness.NodeName)
+	if err != nil {
+		return err
 	}
 	if keep := os.Getenv("BENCH_COLD_KEEP"); keep != "" { // the hub's directory (cache, root, log), for a look
 		if err := exec.Command("cp", "-a", dir, keep).Run(); err != nil {
@@ -92,6 +76,32 @@ func benchColdStart(e *env, o options) error {
 	fmt.Printf("cold_start_black_hole_to_first_cached_list\t%s\tgoal ≤ 0.1 s\t(exec to the first answer to kubelet's pod list, protobuf, asked every ms; 5 starts)\n", durs(walls))
 	fmt.Printf("cold_start_hub_cpu_to_first_cached_list\t%s\t\t(the hub's CPU time, all threads, at that answer)\n", durs(cpus))
 	return nil
+}
+
+// coldStarts starts a hub five times with the cloud black-holed (start(true): on the cache the
+// hubs before it filled) and returns, for each, the time from exec to its first answer to path
+// and its CPU time by then.
+func coldStarts(relay *harness.Relay, start func(noWait bool) (*harness.Hub, error), path string) (walls, cpus []time.Duration, err error) {
+	for i := 0; i < 5; i++ {
+		if err := relay.BlackHole(); err != nil {
+			return nil, nil, err
+		}
+		t0 := time.Now()
+		h, err := start(true)
+		if err != nil {
+			return nil, nil, err
+		}
+		wall, cpu := firstAnswer(h, h.ProxyURL+path, t0)
+		h.Stop()
+		if wall == 0 {
+			return nil, nil, fmt.Errorf("hub started in a black hole never answered from its cache")
+		}
+		walls, cpus = append(walls, wall), append(cpus, cpu)
+		if err := relay.Pass(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return walls, cpus, nil
 }
 
 // firstAnswer asks url every millisecond until the hub answers it (at most 10 s) and returns the

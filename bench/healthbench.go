@@ -145,32 +145,9 @@ func benchHealth(e *env, o options) error {
 	}
 
 	// Cold start in the black hole: exec to the first cached answer.
-	var colds []time.Duration
-	for i := 0; i < 5; i++ {
-		if err := relay.BlackHole(); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		h2, err := start(true)
-		if err != nil {
-			return err
-		}
-		first := time.Duration(0)
-		for time.Since(t0) < 10*time.Second {
-			if _, err := timeGet(&http.Client{Timeout: 5 * time.Second}, h2.ProxyURL+list); err == nil {
-				first = time.Since(t0)
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-		h2.Stop()
-		if first == 0 {
-			return fmt.Errorf("hub started in a black hole never answered from its cache")
-		}
-		colds = append(colds, first)
-		if err := relay.Pass(); err != nil {
-			return err
-		}
+	colds, _, err := coldStarts(relay, start, list)
+	if err != nil {
+		return err
 	}
 
 	syns, err := synDropCost(e)

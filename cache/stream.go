@@ -284,7 +284,7 @@ func (b *batch) put(st *Stream, raw []byte) error {
 		st.seen[k.ID()] = true
 	}
 	ct := wire.MediaJSON
-	if st.media.IsProtobuf() && bytes.HasPrefix(raw, []byte("k8s\x00")) {
+	if st.media.IsProtobuf() && wire.IsProtobuf(raw) {
 		ct = wire.MediaProtobuf
 	}
 	b.add(&pend{key: k, h: headerFor(m, ct), body: raw})

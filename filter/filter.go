@@ -156,7 +156,7 @@ func (c *Chain) Apply(raw []byte) ([]byte, Verdict) {
 	if !changed {
 		return raw, Keep
 	}
-	out, err := wire.Encode(obj.typed, bytes.HasPrefix(raw, []byte("k8s\x00")))
+	out, err := wire.Encode(obj.typed, wire.IsProtobuf(raw))
 	if err != nil {
 		c.errorf("encode")
 		return raw, Keep

@@ -74,7 +74,7 @@ func TestMasterServiceOnObjectsListsAndWatch(t *testing.T) {
 		if svc.Spec.ClusterIP != "169.254.2.1" || svc.Spec.Ports[0].Port != 10268 {
 			t.Fatalf("%s: %+v", format, svc.Spec)
 		}
-		if format == "protobuf" && !bytes.HasPrefix(out, []byte("k8s\x00")) {
+		if format == "protobuf" && !wire.IsProtobuf(out) {
 			t.Fatal("protobuf in, not protobuf out")
 		}
 		other := encodeBoth(t, service("default", "web", "ClusterIP", nil))[format]

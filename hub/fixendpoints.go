@@ -8,7 +8,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/hub/endpointfix"
-	"nodehub/hub/local"
+	"nodehub/pool"
 	"nodehub/wire"
 )
 
@@ -32,7 +32,7 @@ func (s *Server) newFixer() {
 			s.fix.Reported(obj)
 		}
 	}
-	s.local.Revisions = func(ri *wire.RequestInfo) local.Revisions {
+	s.local.Revisions = func(ri *wire.RequestInfo) pool.Revisions {
 		if !isSlices(ri) {
 			return nil
 		}

@@ -3,15 +3,11 @@ package hub
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"nodehub/internal/certtest"
 )
 
 // nodeCreds are loaded credentials for a plain-HTTP fake cloud.
@@ -60,14 +58,7 @@ func newCloudStub(t *testing.T) (*cloudStub, string) {
 }
 
 func selfSigned(t *testing.T) *tls.Certificate {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return certtest.SelfSignedTLS(t, &x509.Certificate{IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}})
 }
 
 // runHub starts a hub on loopback ports against cloud; it returns the proxy, hub API and secure

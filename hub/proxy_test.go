@@ -3,16 +3,11 @@ package hub
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +21,7 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/remote"
+	"nodehub/internal/certtest"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -233,19 +229,9 @@ type tlsNodeCreds struct {
 
 func newTLSNodeCreds(t testing.TB, cloud *httptest.Server) *tlsNodeCreds {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "system:node:node-a", Organization: []string{"system:nodes"}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ca := x509.NewCertPool()
 	ca.AddCert(cloud.Certificate())
-	return &tlsNodeCreds{ca: ca, cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
+	return &tlsNodeCreds{ca: ca, cert: *certtest.SelfSignedTLS(t, certtest.NodeClient("node-a"))}
 }
 
 func (n *tlsNodeCreds) CAPool() *x509.CertPool { return n.ca }

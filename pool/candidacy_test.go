@@ -2,21 +2,18 @@ package pool
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"nodehub/internal/certtest"
 	"nodehub/listwatch"
 )
 
@@ -30,26 +27,10 @@ func (c caCreds) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certifi
 // testCA returns a CA and a function that issues a serving certificate of node for ips.
 func testCA(t *testing.T) (*x509.CertPool, func(node string, ips ...net.IP) *tls.Certificate) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return pool, func(node string, ips ...net.IP) *tls.Certificate {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		lt := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: ips,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-		d, err := x509.CreateCertificate(rand.Reader, lt, ca, &k.PublicKey, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &tls.Certificate{Certificate: [][]byte{d}, PrivateKey: k}
+	ca := certtest.NewCA(t, "ca")
+	return ca.Pool(), func(node string, ips ...net.IP) *tls.Certificate {
+		return ca.Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+			IPAddresses: ips, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature})
 	}
 }
 

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -28,6 +29,8 @@ type Serving struct {
 	Alive func() bool
 	// Revisions, if set, change what the client is served apart from the store (the hub's
 	// corrections of its node's endpoints): a watch sends what they change as MODIFIED.
+	// Transform already applies the revision of the moment; a watch learns from Pass what
+	// changed since it last looked.
 	Revisions Revisions
 	// WriteTimeout bounds each of a watch's writes (default 30 s): a client that stops reading
 	// is cut off, and its watch holds the event window no longer (readers.go).
@@ -37,14 +40,17 @@ type Serving struct {
 // watchWriteTimeout is Serving.WriteTimeout's default.
 const watchWriteTimeout = 30 * time.Second
 
-// Revisions are changes to served objects that do not come from the store. Transform already
-// applies the revision of the moment; a watch learns from Pass what changed since it last looked.
+// Revisions are changes to what a request is served that come neither from the store nor from
+// the cache: the hub's corrections of this node's endpoints (hub/endpointfix), which follow
+// kubelet's reports while the cloud cannot. The shared stores' watches and the offline proxy's
+// (hub/local) read them.
 type Revisions interface {
-	// Served takes the revision of the moment as sent (a watch's initial events).
+	// Served returns the revision of the moment for the objects an answer sends now (a watch's
+	// initial events), and takes it as sent; nil when it changes nothing.
 	Served() func(raw []byte) []byte
-	// Pass begins a pass over the objects a watch serves: fn returns an object as revised now and
-	// whether that differs from what the watch sent before; next is closed at the next revision.
-	// fn is nil when nothing can have changed.
+	// Pass begins a pass of a watch over the objects it serves: fn returns an object as revised
+	// now and whether that differs from what the watch sent before (it goes as MODIFIED); next
+	// is closed at the next revision. fn is nil when nothing can have changed.
 	Pass() (fn func(raw []byte) ([]byte, bool), next <-chan struct{})
 }
 
@@ -65,29 +71,40 @@ func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	av, kind := s.itemType()
-	rvs := strconv.FormatUint(rv, 10)
-	h := w.Header()
-	h.Set("Cache-Control", "no-cache, private")
+	w.Header().Set("Cache-Control", "no-cache, private")
 	if !ri.Accept.IsProtobuf() {
-		h.Set("Content-Type", wire.MediaJSON)
-		w.WriteHeader(http.StatusOK)
-		bw := bufio.NewWriterSize(w, listWriteBuffer)
-		_, _ = bw.Write(wire.JSONListHead(av, kind))
-		n := 0
-		for _, o := range objs {
-			if raw, ok := sv.out(o, sel, false); ok {
-				if n > 0 {
-					_ = bw.WriteByte(',')
-				}
-				_, _ = bw.Write(wire.JSONListItem(raw))
-				n++
-			}
-		}
-		_, _ = bw.Write(wire.JSONListTail(rvs))
-		_ = bw.Flush()
+		s.writeJSONList(w, sv, objs, sel, strconv.FormatUint(rv, 10))
 		return
 	}
+	s.writeProtoList(w, sv, objs, sel, strconv.FormatUint(rv, 10))
+}
+
+// writeJSONList writes a JSON list of objs in one pass.
+func (s *Store) writeJSONList(w http.ResponseWriter, sv Serving, objs []*object, sel wire.Selector, rvs string) {
+	av, kind := s.itemType()
+	w.Header().Set("Content-Type", wire.MediaJSON)
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, listWriteBuffer)
+	_, _ = bw.Write(wire.JSONListHead(av, kind))
+	n := 0
+	for _, o := range objs {
+		if raw, ok := sv.out(o, sel, false); ok {
+			if n > 0 {
+				_ = bw.WriteByte(',')
+			}
+			_, _ = bw.Write(wire.JSONListItem(raw))
+			n++
+		}
+	}
+	_, _ = bw.Write(wire.JSONListTail(rvs))
+	_ = bw.Flush()
+}
+
+// writeProtoList writes a protobuf list of objs, whose envelope announces its length: it first
+// measures the items (holding only references to them, and the ones a filter rewrote), then
+// writes them.
+func (s *Store) writeProtoList(w http.ResponseWriter, sv Serving, objs []*object, sel wire.Selector, rvs string) {
+	av, kind := s.itemType()
 	meta := wire.ProtoListMeta(rvs)
 	size := len(meta)
 	items := make([][]byte, 0, len(objs))
@@ -103,6 +120,7 @@ func (s *Store) ServeList(w http.ResponseWriter, sv Serving) {
 	}
 	objs = nil
 	head, tail := wire.ProtoListHead(av, kind, size), wire.ProtoListTail()
+	h := w.Header()
 	h.Set("Content-Type", wire.MediaProtobuf)
 	h.Set("Content-Length", strconv.Itoa(len(head)+size+len(tail)))
 	w.WriteHeader(http.StatusOK)
@@ -152,110 +170,149 @@ func (s *Store) ServeWatch(w http.ResponseWriter, r *http.Request, sv Serving) {
 		wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, err.Error())
 		return
 	}
-	pb := ri.Accept.IsProtobuf()
-	initial := ri.SendInitialEvents || ri.ResourceVersion == "" || ri.ResourceVersion == "0"
 	rd := s.addReader() // from now on the window keeps what this watch has not read
 	defer s.removeReader(rd)
-	var from, cursor uint64
-	var objs []*object
-	if initial {
-		objs, from, cursor, err = s.snapshot()
-	} else {
-		from, err = strconv.ParseUint(ri.ResourceVersion, 10, 64)
-		if err != nil {
-			wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, "resourceVersion "+strconv.Quote(ri.ResourceVersion)+" is not a resource version")
-			return
-		}
-		cursor, err = s.cursorAfter(from)
-	}
-	switch {
-	case err == ErrExpired:
-		writeExpired(w, ri, pb)
-		return
-	case err != nil:
-		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
+	sw := &storeWatch{s: s, sv: sv, sel: sel, pb: ri.Accept.IsProtobuf(), rd: rd}
+	objs, ok := sw.begin(w)
+	if !ok {
 		return
 	}
-	rd.cursor.Store(cursor)
 	wt := sv.WriteTimeout
 	if wt <= 0 {
 		wt = watchWriteTimeout
 	}
-	ww := wire.StartWatch(w, pb, wt)
-	defer ww.End()
-	ww.APIVersion, ww.Kind = s.itemType()
-	if sv.Revisions != nil && initial {
+	sw.ww = wire.StartWatch(w, sw.pb, wt)
+	defer sw.ww.End()
+	sw.ww.APIVersion, sw.ww.Kind = s.itemType()
+	if sw.initial(objs) {
+		sw.keep(r.Context())
+	}
+}
+
+// storeWatch is one watch being answered from the store.
+type storeWatch struct {
+	s      *Store
+	sv     Serving
+	sel    wire.Selector
+	pb     bool
+	rd     *reader
+	ww     *wire.WatchWriter
+	from   uint64 // the resourceVersion the watch starts from: the client has what came before
+	cursor uint64 // where the watch reads the window next
+	sent   uint64 // the resourceVersion a bookmark may carry: never past an event not sent yet
+}
+
+// initialEvents reports whether the watch starts with the current state as ADDED events.
+func (sw *storeWatch) initialEvents() bool {
+	ri := sw.sv.Info
+	return ri.SendInitialEvents || ri.ResourceVersion == "" || ri.ResourceVersion == "0"
+}
+
+// begin finds where the watch starts: the store's objects for initial events, else the
+// client's resourceVersion in the window; false when the client has its answer already (an
+// error: 410 Expired for a resourceVersion the window no longer holds).
+func (sw *storeWatch) begin(w http.ResponseWriter) ([]*object, bool) {
+	ri := sw.sv.Info
+	var objs []*object
+	var err error
+	if sw.initialEvents() {
+		objs, sw.from, sw.cursor, err = sw.s.snapshot()
+	} else {
+		sw.from, err = strconv.ParseUint(ri.ResourceVersion, 10, 64)
+		if err != nil {
+			wire.WriteStatus(w, ri.Accept, http.StatusBadRequest, "resourceVersion "+strconv.Quote(ri.ResourceVersion)+" is not a resource version")
+			return nil, false
+		}
+		sw.cursor, err = sw.s.cursorAfter(sw.from)
+	}
+	switch {
+	case err == ErrExpired:
+		writeExpired(w, ri, sw.pb)
+		return nil, false
+	case err != nil:
+		wire.WriteStatus(w, ri.Accept, http.StatusServiceUnavailable, err.Error())
+		return nil, false
+	}
+	sw.rd.cursor.Store(sw.cursor)
+	return objs, true
+}
+
+// initial sends the initial events (objs as ADDED; the initial-events-end bookmark when the
+// client asked for it) and flushes them; false when the client is gone.
+func (sw *storeWatch) initial(objs []*object) bool {
+	sv, ww := sw.sv, sw.ww
+	if sv.Revisions != nil && sw.initialEvents() {
 		sv.Revisions.Served() // the initial events go through Transform, which revises them
 	}
 	for _, o := range objs {
-		if raw, ok := sv.out(o, sel, pb); ok && !ww.Send(wire.EventAdded, raw) {
-			return
+		if raw, ok := sv.out(o, sw.sel, sw.pb); ok && !ww.Send(wire.EventAdded, raw) {
+			return false
 		}
 	}
-	objs = nil
-	if ri.SendInitialEvents && ri.AllowWatchBookmarks {
-		ww.Bookmark(strconv.FormatUint(from, 10), true)
+	if sv.Info.SendInitialEvents && sv.Info.AllowWatchBookmarks {
+		ww.Bookmark(strconv.FormatUint(sw.from, 10), true)
 	}
-	if !ww.Flush() {
-		return
-	}
+	return ww.Flush()
+}
 
-	end := time.NewTimer(ri.WatchTimeout(30 * time.Minute))
-	defer end.Stop()
-	every := sv.BookmarkEvery
+// keep keeps the watch open after its initial events: the store's events and the revisions'
+// changes as they come, a bookmark every BookmarkEvery, until timeoutSeconds (30 min), the
+// client leaves or the watch must end.
+func (sw *storeWatch) keep(ctx context.Context) {
+	every := sw.sv.BookmarkEvery
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	sent := from // the resourceVersion a bookmark may carry: never past an event not sent yet
-	for {
-		evs, nextCursor, rv, wake, err := s.read(rd, cursor)
-		if err != nil {
-			obj, _ := wire.EncodeStatus(expiredStatus(ri), pb)
-			ww.Send(wire.EventError, obj)
-			ww.Flush()
-			return
+	sw.sent = sw.from
+	wire.KeepWatch(ctx, sw.sv.Info.WatchTimeout(30*time.Minute), every, sw.pass, sw.tick)
+}
+
+// pass sends the store's events the watch has not read and what the revisions changed, and
+// returns what wakes the next pass; false when the watch ends (the client is gone, or it fell
+// behind the window: an ERROR event, Expired, so it re-lists).
+func (sw *storeWatch) pass() (wire.Wakes, bool) {
+	s, sv, ww := sw.s, sw.sv, sw.ww
+	evs, nextCursor, rv, wake, err := s.read(sw.rd, sw.cursor)
+	if err != nil {
+		obj, _ := wire.EncodeStatus(expiredStatus(sv.Info), sw.pb)
+		ww.Send(wire.EventError, obj)
+		ww.Flush()
+		return wire.Wakes{}, false
+	}
+	sw.cursor = nextCursor
+	for _, ev := range evs {
+		if ev.rv <= sw.from {
+			continue // the client has it already
 		}
-		cursor = nextCursor
-		for _, ev := range evs {
-			if ev.rv <= from {
-				continue // the client has it already
-			}
-			typ, raw, ok := sv.event(ev, sel, pb)
-			if ok && !ww.Send(typ, raw) {
-				return
-			}
-		}
-		if len(evs) > 0 && !ww.Flush() {
-			return
-		}
-		sent = max(sent, rv)
-		var revised <-chan struct{}
-		if sv.Revisions != nil {
-			var ok bool
-			if revised, ok = s.revise(ww, sv, sel, pb); !ok {
-				return
-			}
-		}
-		select {
-		case <-revised:
-		case <-r.Context().Done():
-			return
-		case <-end.C:
-			return
-		case <-wake:
-		case <-tick.C:
-			if sv.Alive != nil && !sv.Alive() {
-				return
-			}
-			if ri.AllowWatchBookmarks {
-				if !ww.Bookmark(strconv.FormatUint(sent, 10), false) || !ww.Flush() {
-					return
-				}
-			}
+		typ, raw, ok := sv.event(ev, sw.sel, sw.pb)
+		if ok && !ww.Send(typ, raw) {
+			return wire.Wakes{}, false
 		}
 	}
+	if len(evs) > 0 && !ww.Flush() {
+		return wire.Wakes{}, false
+	}
+	sw.sent = max(sw.sent, rv)
+	var revised <-chan struct{}
+	if sv.Revisions != nil {
+		var ok bool
+		if revised, ok = s.revise(ww, sv, sw.sel, sw.pb); !ok {
+			return wire.Wakes{}, false
+		}
+	}
+	return wire.Wakes{revised, wake}, true
+}
+
+// tick ends the watch when the store's data is no longer vouched for (Alive), else sends a
+// bookmark when the client allows them; false ends the watch.
+func (sw *storeWatch) tick() bool {
+	if sw.sv.Alive != nil && !sw.sv.Alive() {
+		return false
+	}
+	if !sw.sv.Info.AllowWatchBookmarks {
+		return true
+	}
+	return sw.ww.Bookmark(strconv.FormatUint(sw.sent, 10), false) && sw.ww.Flush()
 }
 
 // revise sends, as MODIFIED, every object of the client's selection that a revision changed

@@ -100,7 +100,7 @@ func EndsInitialEvents(obj []byte) bool {
 // ObjectMeta decodes just an object's metadata from its raw bytes.
 func ObjectMeta(raw []byte) (metav1.ObjectMeta, error) {
 	var om metav1.ObjectMeta
-	if bytes.HasPrefix(raw, protoMagic) {
+	if IsProtobuf(raw) {
 		_, _, obj, err := DecodeProtoEnvelope(raw)
 		if err != nil {
 			return om, err

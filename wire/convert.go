@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +50,7 @@ func NewTyped(apiVersion, kind string) Typed {
 
 // Decode reads a raw object (JSON or the protobuf envelope) into its typed form.
 func Decode(raw []byte) (Typed, error) {
-	if bytes.HasPrefix(raw, protoMagic) {
+	if IsProtobuf(raw) {
 		av, kind, body, err := DecodeProtoEnvelope(raw)
 		if err != nil {
 			return nil, err
@@ -96,7 +95,7 @@ func Encode(obj Typed, protobuf bool) ([]byte, error) {
 // Convert returns a raw object in the other format when needed: unchanged when it already is in
 // the wanted one.
 func Convert(raw []byte, protobuf bool) ([]byte, error) {
-	if bytes.HasPrefix(raw, protoMagic) == protobuf {
+	if IsProtobuf(raw) == protobuf {
 		return raw, nil
 	}
 	obj, err := Decode(raw)

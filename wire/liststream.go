@@ -92,7 +92,7 @@ func ProtoPadding(n int) []byte {
 // envelope's contents when raw is protobuf (no copy), else the object converted, without the
 // envelope's extra copies.
 func ProtoItem(raw []byte) ([]byte, error) {
-	if bytes.HasPrefix(raw, protoMagic) {
+	if IsProtobuf(raw) {
 		_, _, msg, err := DecodeProtoEnvelope(raw)
 		return msg, err
 	}
@@ -105,7 +105,7 @@ func ProtoItem(raw []byte) ([]byte, error) {
 
 // ProtoItemSize is len(ProtoItem(raw)) without encoding anything.
 func ProtoItemSize(raw []byte) (int, error) {
-	if bytes.HasPrefix(raw, protoMagic) {
+	if IsProtobuf(raw) {
 		_, _, msg, err := DecodeProtoEnvelope(raw)
 		return len(msg), err
 	}

@@ -59,7 +59,7 @@ var jsonPaths = map[string]string{"source": "source.component"}
 // ExtractMeta reads an object's metadata (and its resource's selectable fields) from its raw
 // bytes, JSON or the protobuf envelope.
 func ExtractMeta(raw []byte, resource string) (Meta, error) {
-	if bytes.HasPrefix(raw, protoMagic) {
+	if IsProtobuf(raw) {
 		return protoMeta(raw, resource)
 	}
 	return jsonMeta(raw, resource)

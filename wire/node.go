@@ -17,7 +17,7 @@ type NodeFacts struct {
 // ReadNodeFacts reads the value of annotation and label and the status of the condition of type
 // condition.
 func ReadNodeFacts(raw []byte, annotation, label, condition string) (NodeFacts, error) {
-	if bytes.HasPrefix(raw, protoMagic) {
+	if IsProtobuf(raw) {
 		return protoNodeFacts(raw, annotation, label, condition)
 	}
 	return jsonNodeFacts(raw, annotation, label, condition)

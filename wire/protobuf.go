@@ -9,6 +9,9 @@ import (
 // protoMagic starts every Kubernetes protobuf body: "k8s" and a zero byte, then a runtime.Unknown.
 var protoMagic = []byte{'k', '8', 's', 0}
 
+// IsProtobuf reports whether body starts with the Kubernetes protobuf magic.
+func IsProtobuf(body []byte) bool { return bytes.HasPrefix(body, protoMagic) }
+
 // ErrNotProtobuf is returned for a body that lacks the Kubernetes protobuf envelope.
 var ErrNotProtobuf = errors.New("wire: not a kubernetes protobuf body")
 
@@ -80,7 +83,7 @@ func appendEnvelopeTypeMeta(b []byte, apiVersion, kind string) []byte {
 // DecodeProtoEnvelope opens the envelope and returns apiVersion, kind and the message bytes (which
 // alias body: nothing is copied).
 func DecodeProtoEnvelope(body []byte) (apiVersion, kind string, raw []byte, err error) {
-	if !bytes.HasPrefix(body, protoMagic) {
+	if !IsProtobuf(body) {
 		return "", "", nil, ErrNotProtobuf
 	}
 	err = protoFields(body[len(protoMagic):], func(f field) bool {

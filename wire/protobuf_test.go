@@ -18,7 +18,7 @@ func TestProtoEnvelopeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(body, []byte("k8s\x00")) {
+	if !IsProtobuf(body) {
 		t.Fatalf("no magic: %q", body[:8])
 	}
 	var out coordv1.Lease

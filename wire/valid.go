@@ -10,7 +10,7 @@ import (
 // torn or malformed object (a body cut short, a broken proxy's bytes) is not whole, so the cache
 // never keeps one to serve later.
 func WholeObject(raw []byte) bool {
-	if bytes.HasPrefix(raw, protoMagic) {
+	if IsProtobuf(raw) {
 		_, _, msg, err := DecodeProtoEnvelope(raw)
 		return err == nil && protoFields(msg, func(field) bool { return true }) == nil
 	}

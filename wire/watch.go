@@ -212,7 +212,7 @@ func (s *protoWatch) frame(frame []byte, n int) error {
 // DecodeProtoWatchEvent reads one protobuf watch frame: a metav1.WatchEvent{type=1,
 // object=2 RawExtension{raw=1}}, bare as the apiserver frames it, or in an envelope.
 func DecodeProtoWatchEvent(frame []byte) (WatchEvent, error) {
-	if bytes.HasPrefix(frame, protoMagic) {
+	if IsProtobuf(frame) {
 		_, _, raw, err := DecodeProtoEnvelope(frame)
 		if err != nil {
 			return WatchEvent{}, err

@@ -140,7 +140,7 @@ func (a *Condition) Apply(raw []byte) ([]byte, *corev1.NodeCondition) {
 	if !set {
 		node.Status.Conditions = append(node.Status.Conditions, c)
 	}
-	out, err := wire.Encode(node, bytes.HasPrefix(raw, []byte("k8s\x00")))
+	out, err := wire.Encode(node, wire.IsProtobuf(raw))
 	if err != nil {
 		return raw, nil
 	}

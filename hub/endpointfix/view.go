@@ -142,7 +142,7 @@ func (v *view) decodeAndFix(raw []byte, n note) ([]byte, bool) {
 	default:
 		return raw, false
 	}
-	out, err := wire.Encode(t, bytes.HasPrefix(raw, []byte("k8s\x00")))
+	out, err := wire.Encode(t, wire.IsProtobuf(raw))
 	if err != nil {
 		return raw, false
 	}

@@ -15,6 +15,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/hub/tokens"
+	"nodehub/pool"
 	"nodehub/wire"
 )
 
@@ -55,7 +56,7 @@ type Proxy struct {
 	// Revisions, if set, returns the revisions of what a request is served that do not come from
 	// the cache (the hub's corrections of this node's endpoints), or nil; Applied, if set, is told
 	// each change applied offline (the object as now cached).
-	Revisions func(ri *wire.RequestInfo) Revisions
+	Revisions func(ri *wire.RequestInfo) pool.Revisions
 	Applied   func(ri *wire.RequestInfo, obj []byte)
 
 	slotsOnce sync.Once

@@ -5,24 +5,12 @@ import (
 	"net/http"
 
 	"nodehub/cache"
+	"nodehub/pool"
 	"nodehub/wire"
 )
 
-// Revisions are changes to what a request is served that do not come from the cache: the hub's
-// corrections of this node's endpoints (hub/endpointfix), which follow kubelet's reports while
-// the cloud cannot.
-type Revisions interface {
-	// Served returns the revision of the moment for the objects an answer sends now, and takes it
-	// as sent; nil when it changes nothing.
-	Served() func(raw []byte) []byte
-	// Pass begins a pass of a watch over the objects it serves: fn returns an object as served
-	// now and whether that differs from what the watch sent before (it goes as MODIFIED); next
-	// is closed at the next revision. fn is nil when nothing can have changed.
-	Pass() (fn func(raw []byte) ([]byte, bool), next <-chan struct{})
-}
-
 // revisions returns the request's revisions, or nil.
-func (p *Proxy) revisions(ri *wire.RequestInfo) Revisions {
+func (p *Proxy) revisions(ri *wire.RequestInfo) pool.Revisions {
 	if p.Revisions == nil {
 		return nil
 	}
@@ -48,7 +36,7 @@ func rewritten(fn func([]byte) []byte, raw []byte) []byte {
 // revise sends, as MODIFIED, every object of the watch's list that a revision changed since the
 // watch's last pass; it returns the channel of the next revision, and false when the client is
 // gone.
-func (p *Proxy) revise(r *http.Request, req *Request, pl *listPlan, rev Revisions, protobuf bool, send func(typ string, obj []byte) bool) (<-chan struct{}, bool) {
+func (p *Proxy) revise(r *http.Request, req *Request, pl *listPlan, rev pool.Revisions, protobuf bool, send func(typ string, obj []byte) bool) (<-chan struct{}, bool) {
 	fn, next := rev.Pass()
 	if fn == nil {
 		return next, true

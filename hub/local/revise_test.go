@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"nodehub/cache"
+	"nodehub/pool"
 	"nodehub/wire"
 )
 
@@ -73,7 +74,7 @@ func TestOfflineWatchSendsRevisions(t *testing.T) {
 	}
 	rev := &stubRevisions{from: "10.0.0.1", to: "10.0.0.9", next: make(chan struct{})}
 	p := &Proxy{Store: st, Online: func() bool { return false },
-		Revisions: func(ri *wire.RequestInfo) Revisions { return rev }}
+		Revisions: func(ri *wire.RequestInfo) pool.Revisions { return rev }}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ri, err := wire.ParseRequest(r)
 		if err != nil {

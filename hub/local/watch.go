@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"nodehub/cache"
+	"nodehub/pool"
 	"nodehub/wire"
 )
 
@@ -16,6 +17,28 @@ import (
 // does not re-list in a loop, until the cloud is back (the client then re-lists from the cloud),
 // timeoutSeconds, or the client leaves.
 func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
+	pl, protobuf, ok := p.watchPlan(w, req)
+	if !ok {
+		return
+	}
+	// The initial events are a list: they go out through the list's buffer, flushed when full
+	// and at their bookmark, not one flush per object; the buffer goes with them.
+	bw := &burstWriter{ResponseWriter: w, bw: bufio.NewWriterSize(w, listBuffer)}
+	ww := wire.StartWatch(bw, protobuf, p.writeTimeout()) // a client that stops reading goes
+	defer ww.End()
+	ww.APIVersion, ww.Kind = pl.av, pl.kind
+	lw := &offlineWatch{p: p, r: r, req: req, pl: pl, ww: ww, protobuf: protobuf}
+	rv, ok := lw.initial()
+	if !ok {
+		return
+	}
+	bw.bw = nil
+	lw.keep(rv)
+}
+
+// watchPlan returns the watch's list plan and whether it is served in protobuf; false when the
+// client has its answer already (an error).
+func (p *Proxy) watchPlan(w http.ResponseWriter, req *Request) (*listPlan, bool, bool) {
 	ri := req.Info
 	f, accepted := choose(req.Accept)
 	if !accepted || f.meta {
@@ -23,64 +46,80 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	}
 	pl, ok := p.planOrAnswer(w, req)
 	if !ok {
-		return
+		return nil, false, false
 	}
 	if ri.SendInitialEvents && !p.kubeletMayList(w, req, pl) {
-		return // a watch-list is kubelet's list since client-go 1.35: the same rules hold
+		return nil, false, false // a watch-list is kubelet's list since client-go 1.35: the same rules hold
 	}
 	if ri.SendInitialEvents && pl.kind == "" {
 		// Without the items' type there is no bookmark to end the initial events with, and a
 		// client would wait for it until its timeout: a clear error now, so it falls back.
 		p.status(w, req, http.StatusServiceUnavailable, fmt.Sprintf("nodehub: the cloud is unreachable and the cached list of %s does not name its kind", resourceName(ri)))
-		return
+		return nil, false, false
 	}
-	f.protobuf = pl.format(f, req.Accept)
-	// The initial events are a list: they go out through the list's buffer, flushed when full
-	// and at their bookmark, not one flush per object; the buffer goes with them.
-	bw := &burstWriter{ResponseWriter: w, bw: bufio.NewWriterSize(w, listBuffer)}
-	ww := wire.StartWatch(bw, f.protobuf, p.writeTimeout()) // a client that stops reading goes
-	defer ww.End()
-	ww.APIVersion, ww.Kind = pl.av, pl.kind
-	// The initial events are read and sent one object at a time; the resourceVersion is the
-	// newest of them (without initial events, of a pass that reads them too).
+	return pl, pl.format(f, req.Accept), true
+}
+
+// offlineWatch is one offline watch being answered.
+type offlineWatch struct {
+	p        *Proxy
+	r        *http.Request
+	req      *Request
+	pl       *listPlan
+	ww       *wire.WatchWriter
+	protobuf bool
+	rev      pool.Revisions // the endpoint corrections, or nil
+	fl       *follower      // the writes applied offline it follows, or nil
+}
+
+// initial reads the cached objects one at a time, sends them as ADDED when the client asked for
+// initial events, then their bookmark, and flushes; it returns the resourceVersion, the newest of
+// them (without initial events, of a pass that reads them too), and false when the client is gone.
+func (lw *offlineWatch) initial() (string, bool) {
+	p, ri := lw.p, lw.req.Info
 	gone := errors.New("local: watch client gone")
-	release, ok := p.acquire(r, req)
+	release, ok := p.acquire(lw.r, lw.req)
 	if !ok {
-		return
+		return "", false
 	}
-	rev := p.revisions(ri)
+	lw.rev = p.revisions(ri)
 	var rewrite func([]byte) []byte
-	if rev != nil && ri.SendInitialEvents {
-		rewrite = rev.Served()
+	if lw.rev != nil && ri.SendInitialEvents {
+		rewrite = lw.rev.Served()
 	}
-	var fl *follower
-	if rev == nil {
-		fl = p.newFollower(ri)
+	if lw.rev == nil {
+		lw.fl = p.newFollower(ri)
 	}
-	res, err := p.each(pl, func(it cache.Item) error {
-		fl.saw(it)
+	res, err := p.each(lw.pl, func(it cache.Item) error {
+		lw.fl.saw(it)
 		if !ri.SendInitialEvents {
 			return nil
 		}
-		obj, err := wire.Convert(rewritten(rewrite, it.Body), f.protobuf)
+		obj, err := wire.Convert(rewritten(rewrite, it.Body), lw.protobuf)
 		if err != nil {
 			return nil
 		}
-		if !ww.Send(wire.EventAdded, obj) {
+		if !lw.ww.Send(wire.EventAdded, obj) {
 			return gone
 		}
 		return nil
 	})
 	release()
 	if err != nil {
-		return
+		return "", false
 	}
 	rv := res.ResourceVersion
-	if ri.SendInitialEvents && ww.Kind != "" && !ww.Bookmark(rv, true) || !ww.Flush() {
-		return
+	if ri.SendInitialEvents && lw.ww.Kind != "" && !lw.ww.Bookmark(rv, true) || !lw.ww.Flush() {
+		return "", false
 	}
-	bw.bw = nil
+	return rv, true
+}
 
+// keep keeps the watch open after its initial events: what changes offline is sent as it
+// changes, a bookmark at rv every BookmarkInterval, until the cloud is back, the watch's timeout
+// or the client leaves.
+func (lw *offlineWatch) keep(rv string) {
+	p, ri, ww := lw.p, lw.req.Info, lw.ww
 	timeout := p.WatchTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
@@ -89,44 +128,38 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request, req *Request) {
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
-	end := time.NewTimer(ri.WatchTimeout(timeout))
-	defer end.Stop()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		var changed <-chan struct{}
-		if p.Changed != nil {
-			changed = p.Changed()
-		}
-		if p.Online != nil && p.Online() {
-			return // the cloud is back: end, so the client re-lists from it
-		}
-		var revised, applied <-chan struct{}
-		send := func(typ string, obj []byte) bool { return ww.Send(typ, obj) && ww.Flush() }
-		if rev != nil {
-			if revised, ok = p.revise(r, req, pl, rev, f.protobuf, send); !ok {
-				return
-			}
-		}
-		if fl != nil {
-			if applied, ok = p.follow(r, req, pl, fl, f.protobuf, send); !ok {
-				return
-			}
-		}
-		select {
-		case <-revised:
-		case <-applied:
-		case <-r.Context().Done():
-			return
-		case <-end.C:
-			return
-		case <-changed:
-		case <-tick.C:
-			if ri.AllowWatchBookmarks && ww.Kind != "" && !(ww.Bookmark(rv, false) && ww.Flush()) {
-				return
-			}
+	tick := func() bool {
+		return !ri.AllowWatchBookmarks || ww.Kind == "" || ww.Bookmark(rv, false) && ww.Flush()
+	}
+	wire.KeepWatch(lw.r.Context(), ri.WatchTimeout(timeout), interval, lw.pass, tick)
+}
+
+// pass sends what changed offline since the last pass (the endpoint corrections, the writes
+// applied offline) and returns what wakes the next; false ends the watch: the client is gone,
+// or the cloud is back (the client then re-lists from it).
+func (lw *offlineWatch) pass() (wire.Wakes, bool) {
+	p := lw.p
+	var changed <-chan struct{}
+	if p.Changed != nil {
+		changed = p.Changed()
+	}
+	if p.Online != nil && p.Online() {
+		return wire.Wakes{}, false
+	}
+	var revised, applied <-chan struct{}
+	ok := true
+	send := func(typ string, obj []byte) bool { return lw.ww.Send(typ, obj) && lw.ww.Flush() }
+	if lw.rev != nil {
+		if revised, ok = p.revise(lw.r, lw.req, lw.pl, lw.rev, lw.protobuf, send); !ok {
+			return wire.Wakes{}, false
 		}
 	}
+	if lw.fl != nil {
+		if applied, ok = p.follow(lw.r, lw.req, lw.pl, lw.fl, lw.protobuf, send); !ok {
+			return wire.Wakes{}, false
+		}
+	}
+	return wire.Wakes{revised, applied, changed}, true
 }
 
 // burstWriter buffers what is written while bw is set (a watch's initial events); FlushError

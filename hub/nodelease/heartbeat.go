@@ -281,7 +281,7 @@ func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name strin
 		return resp.StatusCode, nil, nil
 	}
 	var cur wire.Lease
-	if bytes.HasPrefix(data, []byte("k8s\x00")) {
+	if wire.IsProtobuf(data) {
 		cur.APIVersion, cur.Kind, err = wire.DecodeProto(data, &cur)
 	} else {
 		err = json.Unmarshal(data, &cur)

@@ -1,19 +1,16 @@
 package remote
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"nodehub/internal/certtest"
 )
 
 // tlsCreds trusts one test server and presents one client certificate.
@@ -29,17 +26,7 @@ func (c tlsCreds) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 
 func clientCert(t *testing.T) *tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "system:node:a", Organization: []string{"system:nodes"}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return certtest.SelfSignedTLS(t, certtest.NodeClient("a"))
 }
 
 // The node's requests marked Stream share the server's one HTTP/2 connection (a watch and the

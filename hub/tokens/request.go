@@ -1,7 +1,6 @@
 package tokens
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -21,12 +20,10 @@ const (
 	MaxBody = 64 << 10
 )
 
-var protoMagic = []byte("k8s\x00")
-
 // Decode reads a TokenRequest (JSON or the protobuf envelope).
 func Decode(body []byte) (*TokenRequest, error) {
 	tr := &TokenRequest{}
-	if bytes.HasPrefix(body, protoMagic) {
+	if wire.IsProtobuf(body) {
 		av, k, err := wire.DecodeProto(body, tr)
 		if err != nil {
 			return nil, fmt.Errorf("tokens: decode TokenRequest: %w", err)

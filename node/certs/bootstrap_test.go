@@ -1,17 +1,13 @@
 package certs
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +15,7 @@ import (
 	"time"
 
 	"nodehub/durable"
+	"nodehub/internal/certtest"
 )
 
 // sign makes a detached JWS the way the bootstrap signer does.
@@ -86,10 +83,7 @@ func TestRenewAtCountsFromWhenTheCertificateWasObtained(t *testing.T) {
 }
 
 func TestWriteFileAtomicAndLoadPair(t *testing.T) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "system:node:n"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, key := certtest.SelfSigned(t, &x509.Certificate{Subject: pkix.Name{CommonName: "system:node:n"}})
 	kp, _ := keyPEM(key)
 	data := append(pemCert(der), kp...)
 	path := filepath.Join(t.TempDir(), "pki", ClientPEMName)

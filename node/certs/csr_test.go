@@ -2,11 +2,7 @@ package certs
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -21,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"nodehub/internal/certtest"
 )
 
 // fakeCSRServer serves the CSR API for one CSR: the create, GETs of it and watches, counting
@@ -29,8 +27,7 @@ import (
 type fakeCSRServer struct {
 	t          *testing.T
 	srv        *httptest.Server
-	caKey      *ecdsa.PrivateKey
-	ca         *x509.Certificate
+	ca         *certtest.CA
 	watch      func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string)
 	issueOnGet bool
 
@@ -45,11 +42,7 @@ type fakeCSRServer struct {
 
 func newFakeCSRServer(t *testing.T, watch func(s *fakeCSRServer, w http.ResponseWriter, n int, rv string)) *fakeCSRServer {
 	s := &fakeCSRServer{t: t, watch: watch}
-	s.caKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &s.caKey.PublicKey, s.caKey)
-	s.ca, _ = x509.ParseCertificate(der)
+	s.ca = certtest.NewCA(t, "ca")
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
@@ -77,7 +70,7 @@ func (s *fakeCSRServer) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: req.Subject, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour)}
-		der, _ := x509.CreateCertificate(rand.Reader, tmpl, s.ca, req.PublicKey, s.caKey)
+		der := s.ca.Sign(s.t, tmpl, req.PublicKey)
 		s.mu.Lock()
 		s.creates++
 		s.obj = in
