@@ -1,0 +1,254 @@
+package main
+
+import (
+	"go/ast"
+	"go/types"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The design rules docs/ARCHITECTURE.md states, checked on the type-checked module
+// (designtypes_test.go): on what a name refers to, wherever it is spelt and however the package
+// that holds it is imported.
+
+// objKey names an object as "pkgpath.Name", a method or field as "pkgpath.Recv.Name".
+func objKey(obj types.Object) string {
+	if obj.Pkg() == nil {
+		return obj.Name()
+	}
+	if f, ok := obj.(*types.Func); ok {
+		if recv := f.Signature().Recv(); recv != nil {
+			return obj.Pkg().Path() + "." + namedOf(recv.Type()) + "." + obj.Name()
+		}
+	}
+	if v, ok := obj.(*types.Var); ok && v.IsField() {
+		return obj.Pkg().Path() + "." + fieldOwner(v) + "." + obj.Name()
+	}
+	return obj.Pkg().Path() + "." + obj.Name()
+}
+
+// namedOf is the name of a (pointer to a) named type, "" for others.
+func namedOf(t types.Type) string {
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	if n, ok := t.(*types.Named); ok {
+		return n.Obj().Name()
+	}
+	return ""
+}
+
+// fieldOwner is the name of the package-level struct type that declares field v ("" if none).
+func fieldOwner(v *types.Var) string {
+	scope := v.Pkg().Scope()
+	for _, name := range scope.Names() {
+		tn, ok := scope.Lookup(name).(*types.TypeName)
+		if !ok {
+			continue
+		}
+		st, ok := tn.Type().Underlying().(*types.Struct)
+		if !ok {
+			continue
+		}
+		for i := range st.NumFields() {
+			if st.Field(i) == v {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// onlineRule: whether the cloud is reachable has one source, the cloud state (the type
+// cloudState), which follows the health checker's verdicts on the servers. The verdict
+// accessors are every method of hub/remote that reports a server's or the balancer's health (its
+// result is a remote.State, or it is Healthy or Reached); outside hub/remote only cloudState's
+// methods call them, whichever package imports hub/remote.
+func TestOnlyTheCloudStateReadsTheVerdicts(t *testing.T) {
+	m := typed(t)
+	remote := m.pkg(t, "hub/remote").types
+	state := remote.Scope().Lookup("State")
+	if state == nil {
+		t.Fatal("hub/remote declares no State: the rule's walk is broken")
+	}
+	verdict := map[types.Object]bool{}
+	for _, name := range remote.Scope().Names() {
+		tn, ok := remote.Scope().Lookup(name).(*types.TypeName)
+		if !ok || !tn.Exported() {
+			continue
+		}
+		ms := types.NewMethodSet(types.NewPointer(tn.Type()))
+		for i := range ms.Len() {
+			f := ms.At(i).Obj().(*types.Func)
+			res := f.Signature().Results()
+			if f.Name() == "Healthy" || f.Name() == "Reached" || res.Len() > 0 && res.At(0).Type() == state.Type() {
+				verdict[f] = true
+			}
+		}
+	}
+	for _, want := range []struct{ typ, name string }{{"Backend", "Healthy"}, {"Backend", "State"}, {"Backend", "Reached"}, {"Balancer", "State"}} {
+		if !verdict[m.method(t, "hub/remote", want.typ, want.name)] {
+			t.Errorf("remote.%s.%s is not found among the verdict accessors: the rule's walk is broken", want.typ, want.name)
+		}
+	}
+	seen := 0
+	m.uses(func(o types.Object) bool { return verdict[o] }, func(u use) {
+		switch {
+		case u.pkg.rel == "hub/remote":
+		case u.fn != nil && u.fn.Recv != nil && receiverName(u.fn) == "cloudState":
+			seen++
+		default:
+			t.Errorf("%s: %s reads a server's health (%s): ask the cloud state (cloudState: Online, unreachable, answeredOnce), the one source of \"online\"",
+				m.fset.Position(u.id.Pos()), funcName(u.fn), objKey(u.obj))
+		}
+	})
+	if seen == 0 {
+		t.Error("cloudState reads no verdict: the rule's walk is broken")
+	}
+}
+
+// keepRule: every cache write of a cloud answer starts in keep (hub/keep.go). The cache's tees
+// are its functions that take a cloud answer (an *http.Response); outside the cache only the
+// function keep calls them.
+func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
+	m := typed(t)
+	cache := m.pkg(t, "cache").types
+	tees := map[types.Object]bool{}
+	for _, name := range cache.Scope().Names() {
+		obj := cache.Scope().Lookup(name)
+		if f, ok := obj.(*types.Func); ok && takesResponse(f) {
+			tees[f] = true
+		}
+		if tn, ok := obj.(*types.TypeName); ok {
+			ms := types.NewMethodSet(types.NewPointer(tn.Type()))
+			for i := range ms.Len() {
+				if f := ms.At(i).Obj().(*types.Func); f.Exported() && takesResponse(f) {
+					tees[f] = true
+				}
+			}
+		}
+	}
+	if !tees[m.method(t, "cache", "Manager", "Tee")] {
+		t.Fatal("cache.Manager.Tee is not found among the tees: the rule's walk is broken")
+	}
+	seen := 0
+	m.uses(func(o types.Object) bool { return tees[o] }, func(u use) {
+		switch {
+		case u.pkg.rel == "cache":
+		case funcName(u.fn) == "keep":
+			seen++
+		default:
+			t.Errorf("%s: %s calls %s: a cloud answer goes into the cache through keep (hub/keep.go) only",
+				m.fset.Position(u.id.Pos()), funcName(u.fn), objKey(u.obj))
+		}
+	})
+	if seen == 0 {
+		t.Error("keep calls no tee: the rule's walk is broken")
+	}
+}
+
+// takesResponse reports whether f has a parameter of type *net/http.Response.
+func takesResponse(f *types.Func) bool {
+	params := f.Signature().Params()
+	for i := range params.Len() {
+		p, ok := params.At(i).Type().(*types.Pointer)
+		if !ok {
+			continue
+		}
+		if n, ok := p.Elem().(*types.Named); ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "net/http" && n.Obj().Name() == "Response" {
+			return true
+		}
+	}
+	return false
+}
+
+// originRule: whether a request is the node's own is decided in one place, the file origin.go
+// (originOf, fromLoopback), from the addresses a request arrived on and came from. Nothing else in
+// the module reads them (http.Request.RemoteAddr, http.LocalAddrContextKey, a connection's
+// addresses) but the listeners' connection bound (hub/listen.go), which exempts the node's own
+// connections; a package that needs the answer gets it from the hub (hub/ota: Handler.FromNode).
+func TestOnlyOriginDecidesTheNodesOwnRequest(t *testing.T) {
+	m := typed(t)
+	addresses := map[string]string{
+		"net/http.Request.RemoteAddr":  "a request's remote address",
+		"net/http.LocalAddrContextKey": "the address a request arrived on",
+		"net.Conn.RemoteAddr":          "a connection's remote address",
+		"net.Conn.LocalAddr":           "a connection's local address",
+		"net.conn.RemoteAddr":          "a connection's remote address",
+		"net.conn.LocalAddr":           "a connection's local address",
+		"crypto/tls.Conn.RemoteAddr":   "a connection's remote address",
+		"crypto/tls.Conn.LocalAddr":    "a connection's local address",
+	}
+	seen := 0
+	m.uses(func(o types.Object) bool { return addresses[objKey(o)] != "" }, func(u use) {
+		switch {
+		case path.Base(u.file) == "origin.go":
+			seen++
+		case u.file == "hub/listen.go":
+		default:
+			t.Errorf("%s: %s reads %s: whether a request is the node's own is decided in origin.go (originOf, fromLoopback) only",
+				m.fset.Position(u.id.Pos()), funcName(u.fn), addresses[objKey(u.obj)])
+		}
+	})
+	if seen == 0 {
+		t.Error("origin.go reads no request's address: the rule's walk is broken")
+	}
+}
+
+// The packages' "what it does not do" (docs/ARCHITECTURE.md's packages table), where it shows in
+// what a package imports or uses: a standard package it may not import, or an object of one it
+// may not use ("net/http.Client" covers its methods too).
+var doesNot = []struct {
+	pkg, what string
+	imports   []string
+	objects   []string
+}{
+	{"filter", "no I/O", noIO, nil},
+	{"hub/endpointfix", "no I/O", noIO, nil},
+	{"listwatch", "no object decoding", []string{"encoding/json", "k8s.io/api/*", "k8s.io/apimachinery/*"}, nil},
+	{"wire", "no I/O of its own", noIO[:4], outbound},
+	{"hub/local", "no cloud access", []string{"net"}, outbound},
+	{"hub/autonomy", "no cloud access of its own", []string{"net"}, outbound},
+	{"hub/nodelease", "no choice of server", []string{"net"}, outbound},
+	{"hub/topology", "no cloud access of its own", []string{"net", "net/http"}, nil},
+	{"hub/identity", "no HTTP", []string{"net", "net/http"}, nil},
+	{"hub/tokens", "no HTTP serving", []string{"net"}, serving},
+	{"cache", "no HTTP serving", []string{"net"}, serving},
+	{"pool", "no cache files, no listening", []string{"os"}, listening},
+	{"durable", "no append-only logs", nil, []string{"os.O_APPEND"}},
+}
+
+var (
+	noIO      = []string{"os", "net", "syscall", "golang.org/x/sys/*", "net/http", "io/fs", "os/exec"}
+	outbound  = []string{"net/http.Client", "net/http.Transport", "net/http.DefaultClient", "net/http.DefaultTransport", "net/http.Get", "net/http.Post", "net/http.Head", "net.Dial", "net.DialTimeout", "net.Dialer", "crypto/tls.Dial", "crypto/tls.Dialer"}
+	serving   = []string{"net/http.ResponseWriter", "net/http.Handler", "net/http.HandlerFunc", "net/http.ServeMux", "net/http.Server"}
+	listening = []string{"net.Listen", "net.ListenConfig", "net.ListenTCP", "crypto/tls.Listen", "crypto/tls.NewListener", "net/http.ListenAndServe", "net/http.ListenAndServeTLS", "net/http.Server.ListenAndServe", "net/http.Server.ListenAndServeTLS", "net/http.Server.Serve", "net/http.Server.ServeTLS"}
+)
+
+func TestPackagesDoNotWhatTheMapSaysTheyDoNot(t *testing.T) {
+	m := typed(t)
+	imports := modulePackages(t)
+	for _, d := range doesNot {
+		p := m.pkg(t, d.pkg)
+		for _, imp := range imports[d.pkg] {
+			if slices.ContainsFunc(d.imports, func(pattern string) bool { ok, _ := path.Match(pattern, imp); return ok }) {
+				t.Errorf("%s imports %s: the map says of it %q", d.pkg, imp, d.what)
+			}
+		}
+		for file, f := range p.files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				id, ok := n.(*ast.Ident)
+				if !ok || p.info.Uses[id] == nil {
+					return true
+				}
+				key := objKey(p.info.Uses[id])
+				if slices.ContainsFunc(d.objects, func(o string) bool { return key == o || strings.HasPrefix(key, o+".") }) {
+					t.Errorf("%s (%s): uses %s: the map says of %s %q", m.fset.Position(id.Pos()), file, key, d.pkg, d.what)
+				}
+				return true
+			})
+		}
+	}
+}
