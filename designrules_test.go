@@ -2,8 +2,14 @@ package main
 
 import (
 	"go/ast"
+	"go/parser"
+	"go/token"
 	"go/types"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -251,4 +257,144 @@ func TestPackagesDoNotWhatTheMapSaysTheyDoNot(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The map names only what is there: every file it names exists (a bare name.go in some package
+// of the module), every test it names is a test of the module, and every Go name it spells as
+// pkg.Name, Type.Method or pkg.Type.Method is declared (docs/ARCHITECTURE.md).
+func TestArchitectureDocNamesWhatExists(t *testing.T) {
+	doc, err := os.ReadFile("docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := typed(t)
+	tests := moduleTests(t)
+	code := regexp.MustCompile("`([^`]+)`")
+	camel := regexp.MustCompile(`^[a-z]+[A-Z]\w*$`) // chainFor, ownFetch: a name of the code, not a word
+	goName := regexp.MustCompile(`^[A-Za-z_]\w*(\.[A-Za-z_]\w*){1,2}$`)
+	text := regexp.MustCompile("(?s)```.*?```").ReplaceAllString(string(doc), "")
+	for _, c := range code.FindAllStringSubmatch(text, -1) {
+		s := c[1]
+		switch {
+		case strings.HasSuffix(s, ".go") || strings.HasSuffix(s, "go.mod") || strings.HasSuffix(s, "go.sum") || strings.HasSuffix(s, ".sh"):
+			if !fileInModule(s) {
+				t.Errorf("docs/ARCHITECTURE.md names %s, which is not in the repository", s)
+			}
+		case strings.HasPrefix(s, "Test"):
+			if !tests[s] {
+				t.Errorf("docs/ARCHITECTURE.md names the test %s, which the module does not hold", s)
+			}
+		case camel.MatchString(s) && !wireNames[s]:
+			if !m.declaresAnywhere(s) {
+				t.Errorf("docs/ARCHITECTURE.md names %s, which no package of the module declares", s)
+			}
+		case goName.MatchString(s) && !strings.HasSuffix(s, ".md") && !outsideModule[strings.Split(s, ".")[0]]:
+			if !m.declares(s) {
+				t.Errorf("docs/ARCHITECTURE.md names %s, which no package of the module declares", s)
+			}
+		}
+	}
+}
+
+// wireNames are names the map spells in code that are the API's, not the module's.
+var wireNames = map[string]bool{"sendInitialEvents": true}
+
+// outsideModule are packages of the repository's other modules the map names (test/e2e).
+var outsideModule = map[string]bool{"harness": true}
+
+// fileInModule reports whether name (a slash path, or a bare file name found in any directory)
+// is a file of the repository.
+func fileInModule(name string) bool {
+	if strings.Contains(name, "/") {
+		_, err := os.Stat(filepath.FromSlash(name))
+		return err == nil
+	}
+	found := false
+	_ = filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == name {
+			found = true
+		}
+		return nil
+	})
+	return found
+}
+
+// moduleTests are the names of the test functions of the module's packages.
+func moduleTests(t *testing.T) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	fset := token.NewFileSet()
+	for rel := range modulePackages(t) {
+		dir := rel
+		if rel == "main" {
+			dir = "."
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		for _, file := range files {
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
+					names[fn.Name.Name] = true
+				}
+			}
+		}
+	}
+	return names
+}
+
+// declares reports whether s ("pkg.Name", "Type.Method", "pkg.Type.Method") is declared in the
+// module: pkg is a package's last element; Type, a type of any package.
+func (m *typedModule) declares(s string) bool {
+	parts := strings.Split(s, ".")
+	for _, p := range m.pkgs {
+		scope := p.types.Scope()
+		if path.Base(p.rel) == parts[0] || p.rel == parts[0] {
+			if obj := scope.Lookup(parts[1]); obj != nil && (len(parts) == 2 || hasMember(obj, parts[2])) {
+				return true
+			}
+		}
+		if len(parts) == 2 {
+			if obj := scope.Lookup(parts[0]); obj != nil && hasMember(obj, parts[1]) {
+				return true
+			}
+		}
+		for _, imp := range p.types.Imports() {
+			if imp.Name() == parts[0] {
+				if obj := imp.Scope().Lookup(parts[1]); obj != nil && (len(parts) == 2 || hasMember(obj, parts[2])) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// hasMember reports whether obj is a type with a method or field name.
+func hasMember(obj types.Object, name string) bool {
+	tn, ok := obj.(*types.TypeName)
+	if !ok {
+		return false
+	}
+	f, _, _ := types.LookupFieldOrMethod(types.NewPointer(tn.Type()), true, tn.Pkg(), name)
+	return f != nil
+}
+
+// declaresAnywhere reports whether some package of the module declares name at its top level,
+// or as a method or field of one of its types.
+func (m *typedModule) declaresAnywhere(name string) bool {
+	for _, p := range m.pkgs {
+		scope := p.types.Scope()
+		if scope.Lookup(name) != nil {
+			return true
+		}
+		for _, n := range scope.Names() {
+			if hasMember(scope.Lookup(n), name) {
+				return true
+			}
+		}
+	}
+	return false
 }
