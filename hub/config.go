@@ -12,6 +12,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
+	"nodehub/hub/endpointfix"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -147,12 +148,26 @@ const (
 	DefaultGCFrequency        = 120 * time.Minute
 	DefaultPoolLeaseNamespace = "kube-node-lease"
 	DefaultPoolLeaderTimeout  = pool.DefaultLeaderTimeout
-	defaultAddr               = "127.0.0.1:0"
+	// DefaultBodyTimeout bounds the time a client takes to send a request body on the proxy ports
+	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
+	DefaultBodyTimeout = 10 * time.Second
+	// DefaultEndpointsReturnBound is Config.EndpointsReturnBound's (hub/endpointfix's).
+	DefaultEndpointsReturnBound = endpointfix.DefaultBound
+	defaultAddr                 = "127.0.0.1:0"
 )
 
 // setDefaults gives every zero field of c its working value: the one place Config's defaults are
 // applied (New calls it first). Fields whose zero is documented as "none" or "off" keep it.
 func (c *Config) setDefaults() {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.EndpointsReturnBound <= 0 {
+		c.EndpointsReturnBound = DefaultEndpointsReturnBound
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
 	if c.NodeName == "" {
 		if h, err := os.Hostname(); err == nil {
 			c.NodeName = strings.ToLower(h)
