@@ -398,3 +398,52 @@ func (m *typedModule) declaresAnywhere(name string) bool {
 	}
 	return false
 }
+
+// A response filter is one file of package filter and a row of its table (docs/ARCHITECTURE.md,
+// "where each kind of change goes"): each type of the package that implements filter.Filter is
+// declared in a file of its own, and the table (table.go's table) builds it.
+func TestEachFilterIsOneFileAndARowOfTheTable(t *testing.T) {
+	m := typed(t)
+	p := m.pkg(t, "filter")
+	iface, ok := p.types.Scope().Lookup("Filter").Type().Underlying().(*types.Interface)
+	if !ok {
+		t.Fatal("filter.Filter is not an interface: the rule's walk is broken")
+	}
+	inTable := map[types.Object]bool{}
+	byFile := map[string][]string{}
+	for file, f := range p.files {
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Name.Name == "table" {
+				ast.Inspect(fn, func(n ast.Node) bool {
+					if id, ok := n.(*ast.Ident); ok && p.info.Uses[id] != nil {
+						inTable[p.info.Uses[id]] = true
+					}
+					return true
+				})
+			}
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, s := range gd.Specs {
+				obj := p.info.Defs[s.(*ast.TypeSpec).Name]
+				if _, isIface := obj.Type().Underlying().(*types.Interface); !isIface && types.Implements(types.NewPointer(obj.Type()), iface) {
+					byFile[file] = append(byFile[file], obj.Name())
+				}
+			}
+		}
+	}
+	if len(inTable) == 0 || len(byFile) == 0 {
+		t.Fatal("no table or no filter found in package filter: the rule's walk is broken")
+	}
+	for file, names := range byFile {
+		if len(names) > 1 {
+			t.Errorf("%s declares the filters %v: one file per filter", file, names)
+		}
+		for _, name := range names {
+			if !inTable[p.types.Scope().Lookup(name)] {
+				t.Errorf("%s: the filter %s is not a row of the table (table.go)", file, name)
+			}
+		}
+	}
+}
