@@ -107,7 +107,7 @@ func TestOnlyTheCloudStateReadsTheVerdicts(t *testing.T) {
 			seen++
 		default:
 			t.Errorf("%s: %s reads a server's health (%s): ask the cloud state (cloudState: Online, unreachable, answeredOnce), the one source of \"online\"",
-				m.fset.Position(u.id.Pos()), funcName(u.fn), objKey(u.obj))
+				m.pos(u.id), funcName(u.fn), objKey(u.obj))
 		}
 	})
 	if seen == 0 {
@@ -147,7 +147,7 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 			seen++
 		default:
 			t.Errorf("%s: %s calls %s: a cloud answer goes into the cache through keep (hub/keep.go) only",
-				m.fset.Position(u.id.Pos()), funcName(u.fn), objKey(u.obj))
+				m.pos(u.id), funcName(u.fn), objKey(u.obj))
 		}
 	})
 	if seen == 0 {
@@ -195,7 +195,7 @@ func TestOnlyOriginDecidesTheNodesOwnRequest(t *testing.T) {
 		case u.file == "hub/listen.go":
 		default:
 			t.Errorf("%s: %s reads %s: whether a request is the node's own is decided in origin.go (originOf, fromLoopback) only",
-				m.fset.Position(u.id.Pos()), funcName(u.fn), addresses[objKey(u.obj)])
+				m.pos(u.id), funcName(u.fn), addresses[objKey(u.obj)])
 		}
 	})
 	if seen == 0 {
@@ -251,7 +251,7 @@ func TestPackagesDoNotWhatTheMapSaysTheyDoNot(t *testing.T) {
 				}
 				key := objKey(p.info.Uses[id])
 				if slices.ContainsFunc(d.objects, func(o string) bool { return key == o || strings.HasPrefix(key, o+".") }) {
-					t.Errorf("%s (%s): uses %s: the map says of %s %q", m.fset.Position(id.Pos()), file, key, d.pkg, d.what)
+					t.Errorf("%s (%s): uses %s: the map says of %s %q", m.pos(id), file, key, d.pkg, d.what)
 				}
 				return true
 			})
@@ -447,3 +447,55 @@ func TestEachFilterIsOneFileAndARowOfTheTable(t *testing.T) {
 		}
 	}
 }
+
+// Inside cache, the log engine (the disk, the log file and its records as bytes: the files
+// cacheEngine names) knows nothing of what the cache means by a record (cache's package comment,
+// "The code"): its files use no type of the cache but the engine's own (declared in its files,
+// and the two it shares with the Store: pending, what the next sync makes durable; counters) —
+// not the Store, an index, an owner, an object, a list or a key — nor any method or field of one.
+func TestTheLogEngineKnowsNothingOfTheCachesMeaning(t *testing.T) {
+	m := typed(t)
+	p := m.pkg(t, "cache")
+	engineFile := map[string]bool{}
+	for _, name := range cacheEngine {
+		if _, ok := p.files["cache/"+name]; !ok {
+			t.Fatalf("cache/%s is not a file of package cache: the engine's list is stale", name)
+		}
+		engineFile["cache/"+name] = true
+	}
+	own := func(tn *types.TypeName) bool {
+		file := filepath.ToSlash(m.fset.Position(tn.Pos()).Filename)
+		return tn.Name() == "pending" || tn.Name() == "counters" || slices.ContainsFunc(cacheEngine, func(n string) bool { return strings.HasSuffix(file, "/cache/"+n) })
+	}
+	seen := 0
+	m.uses(func(o types.Object) bool { return o.Pkg() == p.types }, func(u use) {
+		if u.pkg != p || !engineFile[u.file] {
+			return
+		}
+		seen++
+		var tn *types.TypeName
+		switch o := u.obj.(type) {
+		case *types.TypeName:
+			tn = o
+		case *types.Func:
+			if recv := o.Signature().Recv(); recv != nil {
+				tn = p.types.Scope().Lookup(namedOf(recv.Type())).(*types.TypeName)
+			}
+		case *types.Var:
+			if o.IsField() {
+				if owner := fieldOwner(o); owner != "" {
+					tn = p.types.Scope().Lookup(owner).(*types.TypeName)
+				}
+			}
+		}
+		if tn != nil && !own(tn) {
+			t.Errorf("%s: the log engine uses %s (of the cache's %s), which is the cache's meaning", m.pos(u.id), u.obj.Name(), tn.Name())
+		}
+	})
+	if seen == 0 {
+		t.Error("the log engine's files use nothing of the cache: the rule's walk is broken")
+	}
+}
+
+// cacheEngine are the log engine's files (cache's package comment, "The code").
+var cacheEngine = []string{"disk.go", "readonly.go", "quarantine.go", "smallfile.go", "frame.go", "logfile.go", "logscan.go", "resync.go", "crcshift.go", "logrewrite.go"}

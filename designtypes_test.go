@@ -32,6 +32,7 @@ type typedPkg struct {
 
 // typedModule is the module's packages, by their relative path.
 type typedModule struct {
+	root string
 	fset *token.FileSet
 	pkgs map[string]*typedPkg
 }
@@ -85,7 +86,7 @@ func checkModule() (*typedModule, error) {
 		}
 		exports[p.ImportPath] = p.Export
 	}
-	m := &typedModule{fset: token.NewFileSet(), pkgs: map[string]*typedPkg{}}
+	m := &typedModule{root: root, fset: token.NewFileSet(), pkgs: map[string]*typedPkg{}}
 	imp := &moduleImporter{checked: map[string]*types.Package{}, deps: importer.ForCompiler(m.fset, "gc", func(path string) (io.ReadCloser, error) {
 		if exports[path] == "" {
 			return nil, fmt.Errorf("no export data for %s", path)
@@ -213,4 +214,13 @@ func funcName(fn *ast.FuncDecl) string {
 		return receiverName(fn) + "." + fn.Name.Name
 	}
 	return fn.Name.Name
+}
+
+// pos is where n is, from the module's root ("hub/keep.go:12:3").
+func (m *typedModule) pos(n ast.Node) string {
+	p := m.fset.Position(n.Pos())
+	if rel, err := filepath.Rel(m.root, p.Filename); err == nil {
+		p.Filename = filepath.ToSlash(rel)
+	}
+	return p.String()
 }
