@@ -499,3 +499,27 @@ func TestTheLogEngineKnowsNothingOfTheCachesMeaning(t *testing.T) {
 
 // cacheEngine are the log engine's files (cache's package comment, "The code").
 var cacheEngine = []string{"disk.go", "readonly.go", "quarantine.go", "smallfile.go", "frame.go", "logfile.go", "logscan.go", "resync.go", "crcshift.go", "logrewrite.go"}
+
+// Every file the hub keeps is replaced whole through one package, durable (docs/ARCHITECTURE.md,
+// "What survives a crash"): outside it no package creates, writes or renames a file, but the
+// cache's log engine for what has a contract of its own (logfile.go: the append-only logs;
+// dir.go: the directory's lock; quarantine.go: a bad region kept for a look).
+func TestFilesAreReplacedWholeThroughDurable(t *testing.T) {
+	m := typed(t)
+	writes := []string{"os.WriteFile", "os.Create", "os.CreateTemp", "os.OpenFile", "os.Rename", "os.Link", "os.Symlink",
+		"os.Root.WriteFile", "os.Root.Create", "os.Root.OpenFile", "os.Root.Rename", "os.Root.Link", "os.Root.Symlink"}
+	own := map[string]bool{"cache/logfile.go": true, "cache/dir.go": true, "cache/quarantine.go": true}
+	seen := 0
+	m.uses(func(o types.Object) bool { return slices.Contains(writes, objKey(o)) }, func(u use) {
+		switch {
+		case u.pkg.rel == "durable":
+			seen++
+		case own[u.file]:
+		default:
+			t.Errorf("%s: %s writes a file (%s): a file the hub keeps is replaced whole through durable (WriteFile, Batch, CreateIn)", m.pos(u.id), funcName(u.fn), objKey(u.obj))
+		}
+	})
+	if seen == 0 {
+		t.Error("durable writes no file: the rule's walk is broken")
+	}
+}
