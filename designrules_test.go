@@ -523,3 +523,50 @@ func TestFilesAreReplacedWholeThroughDurable(t *testing.T) {
 		t.Error("durable writes no file: the rule's walk is broken")
 	}
 }
+
+// Every fuzz target of the module runs in make test: the Makefile's FUZZ_TARGETS lists each
+// (package:target), and lists only targets there are (docs/ARCHITECTURE.md: a new parser gets one).
+func TestEveryFuzzTargetRunsInMakeTest(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?m)^FUZZ_TARGETS := \\\n((?:.*\\\n)*.*)`).FindSubmatch(mk)
+	if block == nil {
+		t.Fatal("the Makefile has no FUZZ_TARGETS: the rule's walk is broken")
+	}
+	listed := map[string]bool{}
+	for _, f := range strings.Fields(strings.ReplaceAll(string(block[1]), "\\", " ")) {
+		listed[f] = true
+	}
+	fset := token.NewFileSet()
+	found := map[string]bool{}
+	for rel := range modulePackages(t) {
+		dir := rel
+		if rel == "main" {
+			dir = "."
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		for _, file := range files {
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Fuzz") {
+					found[rel+":"+fn.Name.Name] = true
+				}
+			}
+		}
+	}
+	for target := range found {
+		if !listed[target] {
+			t.Errorf("the fuzz target %s is not in the Makefile's FUZZ_TARGETS: make test does not run it", target)
+		}
+	}
+	for target := range listed {
+		if !found[target] {
+			t.Errorf("the Makefile's FUZZ_TARGETS lists %s, which is no fuzz target of the module", target)
+		}
+	}
+}
