@@ -272,6 +272,11 @@ func TestArchitectureDocNamesWhatExists(t *testing.T) {
 	code := regexp.MustCompile("`([^`]+)`")
 	camel := regexp.MustCompile(`^[a-z]+[A-Z]\w*$`) // chainFor, ownFetch: a name of the code, not a word
 	goName := regexp.MustCompile(`^[A-Za-z_]\w*(\.[A-Za-z_]\w*){1,2}$`)
+	for _, l := range regexp.MustCompile(`\]\(([^)#]+\.md)#([^)]+)\)`).FindAllStringSubmatch(string(doc), -1) {
+		if !hasHeading(t, filepath.Join("docs", l[1]), l[2]) {
+			t.Errorf("docs/ARCHITECTURE.md links %s#%s: %s has no such heading", l[1], l[2], l[1])
+		}
+	}
 	text := regexp.MustCompile("(?s)```.*?```").ReplaceAllString(string(doc), "")
 	for _, c := range code.FindAllStringSubmatch(text, -1) {
 		s := c[1]
@@ -294,6 +299,26 @@ func TestArchitectureDocNamesWhatExists(t *testing.T) {
 			}
 		}
 	}
+}
+
+// hasHeading reports whether the markdown file holds a heading whose anchor (GitHub's: lower
+// case, punctuation dropped, spaces as hyphens) is anchor.
+func hasHeading(t *testing.T, file, anchor string) bool {
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	for _, line := range strings.Split(string(text), "\n") {
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(title)), ""), " ", "-") == anchor {
+			return true
+		}
+	}
+	return false
 }
 
 // wireNames are names the map spells in code that are the API's, not the module's.
