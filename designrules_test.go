@@ -224,6 +224,9 @@ var doesNot = []struct {
 	{"cache", "no HTTP serving", []string{"net"}, serving},
 	{"pool", "no cache files, no listening", []string{"os"}, listening},
 	{"durable", "no append-only logs", nil, []string{"os.O_APPEND"}},
+	// "A body is bytes": the stores hold and serve objects undecoded.
+	{"cache", "no object decoding", []string{"k8s.io/*"}, nil},
+	{"pool", "no object decoding into k8s.io/api types", []string{"k8s.io/api/*"}, nil},
 }
 
 var (
@@ -593,6 +596,98 @@ func TestEveryFuzzTargetRunsInMakeTest(t *testing.T) {
 	for target := range listed {
 		if !found[target] {
 			t.Errorf("the Makefile's FUZZ_TARGETS lists %s, which is no fuzz target of the module", target)
+		}
+	}
+}
+
+// No global mutable state (docs/ARCHITECTURE.md, "Rules every change keeps"): a package-level
+// variable of the module is a table, a constant value or a pool of scratch buffers (sync.Pool),
+// written only where it is declared: no function (init aside) assigns to it or to an element or
+// field of it, deletes from it, clears it or takes its address, and none is a lock or an atomic.
+func TestNoGlobalMutableState(t *testing.T) {
+	m := typed(t)
+	globals := map[types.Object]bool{}
+	for rel, p := range m.pkgs {
+		for _, name := range p.types.Scope().Names() {
+			v, ok := p.types.Scope().Lookup(name).(*types.Var)
+			if !ok {
+				continue
+			}
+			globals[v] = true
+			if n, ok := v.Type().(*types.Named); ok && n.Obj().Pkg() != nil {
+				if path := n.Obj().Pkg().Path(); path == "sync/atomic" || path == "sync" && n.Obj().Name() != "Pool" {
+					t.Errorf("%s: the package-level %s is a %s: state belongs to a value someone owns", rel, name, v.Type())
+				}
+			}
+		}
+	}
+	if len(globals) == 0 {
+		t.Fatal("no package-level variable found: the rule's walk is broken")
+	}
+	for _, p := range m.pkgs {
+		for _, f := range p.files {
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok || fn.Body == nil || fn.Recv == nil && fn.Name.Name == "init" {
+					continue
+				}
+				for _, x := range written(fn.Body) {
+					if id := rootIdent(p.info, x); id != nil && globals[p.info.Uses[id]] {
+						t.Errorf("%s: %s writes the package-level %s: no global mutable state", m.pos(x), funcName(fn), id.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// written are the expressions body writes to: assigned, incremented, deleted from, cleared, or
+// whose address it takes.
+func written(body *ast.BlockStmt) []ast.Expr {
+	var out []ast.Expr
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			if n.Tok != token.DEFINE {
+				out = append(out, n.Lhs...)
+			}
+		case *ast.IncDecStmt:
+			out = append(out, n.X)
+		case *ast.UnaryExpr:
+			if n.Op == token.AND {
+				out = append(out, n.X)
+			}
+		case *ast.CallExpr:
+			if id, ok := n.Fun.(*ast.Ident); ok && (id.Name == "delete" || id.Name == "clear") && len(n.Args) > 0 {
+				out = append(out, n.Args[0])
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// rootIdent is the variable an lvalue is of (x of x.f[i], v of pkg.v), nil if none.
+func rootIdent(info *types.Info, x ast.Expr) *ast.Ident {
+	for {
+		switch e := x.(type) {
+		case *ast.Ident:
+			return e
+		case *ast.SelectorExpr:
+			if id, ok := e.X.(*ast.Ident); ok {
+				if _, isPkg := info.Uses[id].(*types.PkgName); isPkg {
+					return e.Sel
+				}
+			}
+			x = e.X
+		case *ast.IndexExpr:
+			x = e.X
+		case *ast.StarExpr:
+			x = e.X
+		case *ast.ParenExpr:
+			x = e.X
+		default:
+			return nil
 		}
 	}
 }
