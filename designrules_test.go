@@ -691,3 +691,44 @@ func rootIdent(info *types.Info, x ast.Expr) *ast.Ident {
 		}
 	}
 }
+
+// The node's identity (remote.Node) is lent to a client's request in one place, origin.go
+// (origin.identity: a request on the plain port, over loopback from loopback, without a credential
+// of its own). Elsewhere it is only compared (== or !=), or given to the hub's own requests: its
+// client (cloudClient) and the heartbeat (serverAsNode), which carry no client's request.
+func TestOnlyOriginLendsTheNodesIdentity(t *testing.T) {
+	m := typed(t)
+	node := m.pkg(t, "hub/remote").types.Scope().Lookup("Node")
+	if node == nil {
+		t.Fatal("hub/remote declares no Node: the rule's walk is broken")
+	}
+	compared := map[*ast.Ident]bool{}
+	for _, p := range m.pkgs {
+		for _, f := range p.files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				if b, ok := n.(*ast.BinaryExpr); ok && (b.Op == token.EQL || b.Op == token.NEQ) {
+					for _, x := range []ast.Expr{b.X, b.Y} {
+						if sel, ok := x.(*ast.SelectorExpr); ok {
+							compared[sel.Sel] = true
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	seen := 0
+	m.uses(func(o types.Object) bool { return o == node }, func(u use) {
+		switch {
+		case u.pkg.rel == "hub/remote" || compared[u.id]:
+		case path.Base(u.file) == "origin.go":
+			seen++
+		case slices.Contains([]string{"cloudClient", "serverAsNode"}, strings.Split(funcName(u.fn), ".")[0]):
+		default:
+			t.Errorf("%s: %s gives a request the node's identity: only origin.go lends it (a request over loopback from loopback on the plain port, without a credential of its own)", m.pos(u.id), funcName(u.fn))
+		}
+	})
+	if seen == 0 {
+		t.Error("origin.go lends no request the node's identity: the rule's walk is broken")
+	}
+}
