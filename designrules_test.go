@@ -271,7 +271,10 @@ func TestArchitectureDocNamesWhatExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := typed(t)
-	tests := moduleTests(t)
+	tests := map[string]bool{}
+	for k := range testFuncs(t, "Test") {
+		tests[k[strings.Index(k, ":")+1:]] = true
+	}
 	code := regexp.MustCompile("`([^`]+)`")
 	camel := regexp.MustCompile(`^[a-z]+[A-Z]\w*$|^[A-Z][a-z]+[A-Z]\w*$`) // chainFor, WatchWriter: a name of the code, not a word
 	goName := regexp.MustCompile(`^[A-Za-z_]\w*(\.[A-Za-z_]\w*){1,2}$`)
@@ -348,8 +351,9 @@ func fileInModule(name string) bool {
 	return found
 }
 
-// moduleTests are the names of the test functions of the module's packages.
-func moduleTests(t *testing.T) map[string]bool {
+// testFuncs are the test functions of the module's packages whose name starts with prefix
+// ("Test", "Fuzz"), as "package:Name" ("cache:FuzzResync"; the root package is "main").
+func testFuncs(t *testing.T, prefix string) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	fset := token.NewFileSet()
@@ -365,8 +369,8 @@ func moduleTests(t *testing.T) map[string]bool {
 				t.Fatal(err)
 			}
 			for _, d := range f.Decls {
-				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
-					names[fn.Name.Name] = true
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, prefix) {
+					names[rel+":"+fn.Name.Name] = true
 				}
 			}
 		}
@@ -568,26 +572,7 @@ func TestEveryFuzzTargetRunsInMakeTest(t *testing.T) {
 	for _, f := range strings.Fields(strings.ReplaceAll(string(block[1]), "\\", " ")) {
 		listed[f] = true
 	}
-	fset := token.NewFileSet()
-	found := map[string]bool{}
-	for rel := range modulePackages(t) {
-		dir := rel
-		if rel == "main" {
-			dir = "."
-		}
-		files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
-		for _, file := range files {
-			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range f.Decls {
-				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Fuzz") {
-					found[rel+":"+fn.Name.Name] = true
-				}
-			}
-		}
-	}
+	found := testFuncs(t, "Fuzz")
 	for target := range found {
 		if !listed[target] {
 			t.Errorf("the fuzz target %s is not in the Makefile's FUZZ_TARGETS: make test does not run it", target)
