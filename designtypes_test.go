@@ -28,6 +28,8 @@ type typedPkg struct {
 	files map[string]*ast.File // by slash path from the module's root ("hub/keep.go")
 	types *types.Package
 	info  *types.Info
+	// inBinary: the binary links it (a package only tests import is not).
+	inBinary bool
 }
 
 // typedModule is the module's packages, by their relative path.
@@ -101,7 +103,28 @@ func checkModule() (*typedModule, error) {
 		imp.checked[p.ImportPath] = tp.types
 		m.pkgs[tp.rel] = tp
 	}
+	if m.pkgs["main"] == nil {
+		return nil, errors.New("the root package was not found")
+	}
+	m.markBinary(m.pkgs["main"].types)
 	return m, nil
+}
+
+// markBinary marks the module's packages p imports, directly or not, as the binary's.
+func (m *typedModule) markBinary(p *types.Package) {
+	for _, tp := range m.pkgs {
+		if tp.types == p {
+			if tp.inBinary {
+				return
+			}
+			tp.inBinary = true
+		}
+	}
+	for _, imp := range p.Imports() {
+		if strings.HasPrefix(imp.Path(), "nodehub/") {
+			m.markBinary(imp)
+		}
+	}
 }
 
 func checkPackage(fset *token.FileSet, imp types.Importer, root string, p listedPkg) (*typedPkg, error) {
@@ -183,10 +206,13 @@ type use struct {
 	obj  types.Object
 }
 
-// uses calls fn with every reference, in every package of the module, to an object for which
+// uses calls fn with every reference, in every package of the binary, to an object for which
 // want says true.
 func (m *typedModule) uses(want func(types.Object) bool, fn func(u use)) {
 	for _, p := range m.pkgs {
+		if !p.inBinary {
+			continue
+		}
 		for file, f := range p.files {
 			for _, d := range f.Decls {
 				decl, _ := d.(*ast.FuncDecl)
