@@ -171,8 +171,8 @@ func takesResponse(f *types.Func) bool {
 }
 
 // originRule: whether a request is the node's own is decided in one place, the file origin.go
-// (originOf, fromLoopback), from the addresses a request arrived on and came from. Nothing else in
-// the module reads them (http.Request.RemoteAddr, http.LocalAddrContextKey, a connection's
+// (originOf, fromLoopback), from the addresses a request arrived on and came from. Nothing else the
+// binary links reads them (http.Request.RemoteAddr, http.LocalAddrContextKey, a connection's
 // addresses) but the listeners' connection bound (hub/listen.go), which exempts the node's own
 // connections; a package that needs the answer gets it from the hub (hub/ota: Handler.FromNode).
 func TestOnlyOriginDecidesTheNodesOwnRequest(t *testing.T) {
