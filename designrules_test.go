@@ -224,6 +224,7 @@ var doesNot = []struct {
 	{"cache", "no HTTP serving", []string{"net"}, serving},
 	{"pool", "no cache files, no listening", []string{"os"}, listening},
 	{"durable", "no append-only logs", nil, []string{"os.O_APPEND"}},
+	{"node/dummyif", "raw rtnetlink: no `ip` binary", []string{"os/exec"}, nil},
 	// "A body is bytes": the stores hold and serve objects undecoded.
 	{"cache", "no object decoding", []string{"k8s.io/*"}, nil},
 	{"pool", "no object decoding into k8s.io/api types", []string{"k8s.io/api/*"}, nil},
