@@ -12,6 +12,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/filter"
+	"nodehub/hub/endpointfix"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -37,23 +38,24 @@ type Config struct {
 	// (default for each: a free port on 127.0.0.1; Addrs says which).
 	ProxyAddr, HubAddr string
 
-	// HeartbeatInterval is the time between two heartbeats (node lease renewals) to each server
-	// (default 10s); HeartbeatTimeout bounds one heartbeat and one connect (default 2s).
 	// Started, if set, is called once when the start-up burst is over: the shared stores hold
 	// their first lists (or two minutes have passed). main lifts its start-up memory limit then.
-	Started           func()
+	Started func()
+	// HeartbeatInterval is the time between two heartbeats (node lease renewals) to each server
+	// (default 10s).
 	HeartbeatInterval time.Duration
-	HeartbeatTimeout  time.Duration
-	// HeartbeatFailed failures make a server unhealthy (default 3); HeartbeatHealthy successes
-	// make it healthy again (default 2).
-	HeartbeatFailed  int
+	// HeartbeatTimeout bounds one heartbeat and one connect (default 2s).
+	HeartbeatTimeout time.Duration
+	// HeartbeatFailed failures make a server unhealthy (default 3).
+	HeartbeatFailed int
+	// HeartbeatHealthy successes make it healthy again (default 2).
 	HeartbeatHealthy int
 	// KubeletGracePeriod: the hub stops renewing the node lease when kubelet sent no lease request
 	// for this long (default 40s).
 	KubeletGracePeriod time.Duration
 
-	// Credentials are the node's identity towards the cloud (nil: none; no client certificate is
-	// presented and the system's CA roots verify the servers).
+	// Credentials are the node's identity towards the cloud (default none: no client certificate
+	// is presented and the system's CA roots verify the servers).
 	Credentials Credentials
 	// SecureAddrs are host:port the HTTPS proxy port for pods listens on (first one required to
 	// exist on the host; others, like the dummy interface's address, are bound when they appear).
@@ -99,7 +101,7 @@ type Config struct {
 	// a budget of MaxInFlight, so pods cannot starve kubelet. 0: no bound.
 	MaxInFlight int
 	// BodyTimeout bounds the time a client takes to send a request body on the proxy ports
-	// (answered 408 past it). 0: DefaultBodyTimeout.
+	// (default DefaultBodyTimeout); past it the answer is 408.
 	BodyTimeout time.Duration
 	// DummyIf is the hub's address on the node (--enable-dummy-if and friends; zero: none).
 	DummyIf DummyIf
@@ -146,12 +148,26 @@ const (
 	DefaultGCFrequency        = 120 * time.Minute
 	DefaultPoolLeaseNamespace = "kube-node-lease"
 	DefaultPoolLeaderTimeout  = pool.DefaultLeaderTimeout
-	defaultAddr               = "127.0.0.1:0"
+	// DefaultBodyTimeout bounds the time a client takes to send a request body on the proxy ports
+	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
+	DefaultBodyTimeout = 10 * time.Second
+	// DefaultEndpointsReturnBound is Config.EndpointsReturnBound's (hub/endpointfix's).
+	DefaultEndpointsReturnBound = endpointfix.DefaultBound
+	defaultAddr                 = "127.0.0.1:0"
 )
 
 // setDefaults gives every zero field of c its working value: the one place Config's defaults are
 // applied (New calls it first). Fields whose zero is documented as "none" or "off" keep it.
 func (c *Config) setDefaults() {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.EndpointsReturnBound <= 0 {
+		c.EndpointsReturnBound = DefaultEndpointsReturnBound
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
 	if c.NodeName == "" {
 		if h, err := os.Hostname(); err == nil {
 			c.NodeName = strings.ToLower(h)

@@ -14,6 +14,7 @@ func (s *Server) newOTA() *ota.Handler {
 		NodeName:      s.cfg.NodeName,
 		Cloud:         s.cloud(),
 		Online:        s.state.Online,
+		FromNode:      fromLoopback,
 		CachedPods:    s.cachedPods,
 		StaticPodPath: s.cfg.StaticPodPath,
 		Log:           s.log,

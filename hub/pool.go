@@ -13,7 +13,7 @@ import (
 type PoolConfig struct {
 	// Resources are the pool-scope resources (--pool-scope-resources); none turns sharing off.
 	Resources []pool.Resource
-	// Mode is pool.ModeOff (node level only; the default), ModeLease or ModeNodePool.
+	// Mode is pool.ModeOff (node level only), ModeLease or ModeNodePool (default pool.ModeOff).
 	Mode string
 	// LeaseNamespace holds the node Leases the lease-mode election reads (default
 	// kube-node-lease).

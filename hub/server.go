@@ -66,9 +66,6 @@ type Server struct {
 
 // New checks the configuration and prepares the servers; nothing listens until Run.
 func New(cfg Config) (*Server, error) {
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
 	cfg.setDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -202,9 +199,6 @@ const (
 	MaxHeaderBytes = 32 << 10
 	// ReadHeaderTimeout bounds the time a client takes to send its request line and headers.
 	ReadHeaderTimeout = 10 * time.Second
-	// DefaultBodyTimeout bounds the time a client takes to send a request body on the proxy ports
-	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
-	DefaultBodyTimeout = 10 * time.Second
 )
 
 // boundConns applies MaxConnsPerHost and MaxConns to a port's listener (loopback clients exempt

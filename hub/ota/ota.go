@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -52,6 +51,9 @@ type Handler struct {
 	Cloud http.RoundTripper
 	// Online reports whether a cloud server is healthy.
 	Online func() bool
+	// FromNode reports whether a request is the node's own (over loopback): the hub decides it,
+	// in one place (hub/origin.go); the actions lend the node's identity to nothing else.
+	FromNode func(r *http.Request) bool
 	// CachedPods calls fn with each pod of this node kubelet's cache holds, as JSON.
 	CachedPods func(fn func(pod []byte) error) error
 	// StaticPodPath is kubelet's manifest directory, where a static pod's new manifest is written.
@@ -93,7 +95,7 @@ func (h *Handler) action(name string, do func(ctx context.Context, ns, pod strin
 		ns, pod := r.PathValue("ns"), r.PathValue("pod")
 		var a answer
 		switch {
-		case !fromLoopback(r):
+		case !h.FromNode(r):
 			a = fail(http.StatusForbidden, "OTA actions act with the node's identity: only clients on the node itself (loopback) may ask")
 		case !isDNSName(ns) || !isDNSName(pod):
 			a = fail(http.StatusBadRequest, "%q/%q is not a namespace and pod name", ns, pod)
@@ -281,14 +283,6 @@ func (h *Handler) getPod(ctx context.Context, ns, name string) (*pod, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// fromLoopback reports whether the request came over loopback (the hub port may be bound wider
-// with --bind-address; the node's identity is lent only to the node itself).
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	ip := net.ParseIP(host)
-	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 // isDNSName accepts what Kubernetes accepts as a namespace or pod name (and nothing that could

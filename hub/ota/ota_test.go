@@ -95,6 +95,7 @@ func TestWriteManifestKeepsTheOldOneAndLeavesNoTemp(t *testing.T) {
 func TestAnswersAreStatuses(t *testing.T) {
 	online := false
 	h := &Handler{NodeName: "edge-1", Online: func() bool { return online },
+		FromNode:   func(r *http.Request) bool { return strings.HasPrefix(r.RemoteAddr, "127.0.0.1:") },
 		Cloud:      http.DefaultTransport,
 		CachedPods: func(func([]byte) error) error { return nil }}
 	mux := http.NewServeMux()
