@@ -27,16 +27,12 @@ func (s *Server) newFixer() {
 		return
 	}
 	s.fix = endpointfix.New(s.cfg.NodeName, s.cfg.EndpointsReturnBound, s.log)
-	s.local.Applied = func(ri *wire.RequestInfo, obj []byte) {
-		if isPods(ri) && ri.Subresource == "status" {
-			s.fix.Reported(obj)
-		}
-	}
+	s.local.Applied = s.fix.Applied
 	s.local.Revisions = func(ri *wire.RequestInfo) local.Revisions {
-		if !isSlices(ri) {
-			return nil
+		if w := s.fix.CacheRevisions(ri); w != nil {
+			return w
 		}
-		return s.fix.NewWatch()
+		return nil
 	}
 	s.metrics.reg.NewGaugeFunc("nodehub_endpoints_corrected", "Endpoints of this node's pods served as kubelet reported them rather than as the cloud's EndpointSlices say (while the cloud cannot hear kubelet, and after its return until it caught up).",
 		func() float64 { return float64(s.fix.Corrected()) })
@@ -145,14 +141,4 @@ func (s *Server) shareReports(ctx context.Context) {
 		case <-ch:
 		}
 	}
-}
-
-func isPods(ri *wire.RequestInfo) bool {
-	return ri.IsResource && ri.Group == "" && ri.Resource == "pods"
-}
-
-// isSlices: EndpointSlices or v1 Endpoints, what the Fixer corrects.
-func isSlices(ri *wire.RequestInfo) bool {
-	return ri.IsResource && ri.Subresource == "" &&
-		(ri.Group == "discovery.k8s.io" && ri.Resource == "endpointslices" || ri.Group == "" && ri.Resource == "endpoints")
 }

@@ -12,8 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"nodehub/hub/nodelease"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/hub/serve"
 	"nodehub/hub/tokens"
 	"nodehub/hub/topology"
 	"nodehub/node/dummyif"
@@ -40,7 +39,7 @@ type Server struct {
 	balancer *remote.Balancer
 	checker  *remote.Checker
 	lease    *nodelease.Lease
-	pipe     *pipeline // serves the proxy ports (pipeline.go)
+	pipe     *serve.Pipeline // serves the proxy ports (hub/serve)
 	metrics  *hubMetrics
 	cache    *cache.Manager
 	local    *local.Proxy
@@ -155,44 +154,17 @@ func New(cfg Config) (*Server, error) {
 	if s.pool != nil {
 		s.pm.watchStores(reg, s.pool)
 	}
-	s.pipe = newPipeline(pipelineDeps{
-		log: s.log, nodeName: cfg.NodeName, creds: cfg.Credentials,
-		maxInFlight: cfg.MaxInFlight, bodyTimeout: cfg.BodyTimeout, headerTimeout: cfg.HeartbeatTimeout,
-		state: s.state, balancer: s.balancer, lease: s.lease, metrics: s.metrics, pm: s.pm,
-		cache: s.cache, local: s.local, filters: s.filters, topo: s.topo, pool: s.pool,
-		ids: s.ids, tokens: s.tokens, auto: s.auto, fix: s.fix,
+	s.pipe = serve.New(serve.Deps{
+		Log: s.log, NodeName: cfg.NodeName, Creds: cfg.Credentials,
+		MaxInFlight: cfg.MaxInFlight, BodyTimeout: cfg.BodyTimeout, HeaderTimeout: cfg.HeartbeatTimeout,
+		Cloud: s.state, Balancer: s.balancer, Lease: s.lease, Metrics: pipeMetrics{s.metrics, s.pm},
+		Cache: s.cache, Local: s.local, Filters: s.filters, Topo: s.topo, Pool: s.pool,
+		IDs: s.ids, Tokens: s.tokens, Auto: s.auto, Fix: s.fix,
 	})
 	if s.auto != nil {
 		s.auto.Current = s.currentNode // evaluated when kubelet reads nothing of its node
 	}
 	return s, nil
-}
-
-// tokensDir is where the token store keeps its files, under --root-dir.
-const tokensDir = "tokens"
-
-// openTokens opens the token store under --root-dir; it refuses a place inside the cache directory
-// (a component's cache can be dropped or read back by other tools; tokens must not).
-func openTokens(cfg Config) (*tokens.Store, error) {
-	dir := ""
-	if cfg.RootDir != "" {
-		dir = filepath.Join(cfg.RootDir, tokensDir)
-		if cfg.CacheDir != "" && within(dir, cfg.CacheDir) {
-			return nil, fmt.Errorf("hub: the token store %s may not be inside the cache directory %s (set --root-dir elsewhere)", dir, cfg.CacheDir)
-		}
-	}
-	s, err := tokens.Open(dir, tokens.Options{Log: cfg.Log})
-	if err != nil {
-		return nil, fmt.Errorf("hub: %w", err)
-	}
-	return s, nil
-}
-
-// within reports whether path is dir or below it, comparing the cleaned names (the flags name
-// both from the same working directory).
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // Bounds on what a client may send, on every port the hub serves.
@@ -204,7 +176,7 @@ const (
 	ReadHeaderTimeout = 10 * time.Second
 	// DefaultBodyTimeout bounds the time a client takes to send a request body on the proxy ports
 	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
-	DefaultBodyTimeout = 10 * time.Second
+	DefaultBodyTimeout = serve.DefaultBodyTimeout
 )
 
 // boundConns applies MaxConnsPerHost and MaxConns to a port's listener (loopback clients exempt
@@ -245,6 +217,12 @@ func (s *Server) started(ctx context.Context) {
 	}
 	s.cfg.Started()
 }
+
+// suspectAfter is how long a forwarded request waits for its answer before the server is reached
+// at once (see remote.Balancer.SuspectAfter): with a reach's 1.5 s floor, a black-holed link is
+// noticed ~1.8 s after a client's first request into it (goal: a client restarted into an outage
+// served within 2 s). A slow answer costs a reach (a resumed handshake, rate-limited), never a verdict.
+const suspectAfter = 300 * time.Millisecond
 
 // startedWithin bounds the start-up phase Config.Started ends.
 const startedWithin = 2 * time.Minute

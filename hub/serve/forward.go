@@ -1,10 +1,9 @@
-package hub
+package serve
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -20,10 +19,10 @@ import (
 // through the ReverseProxy, whose hooks are the rest of the step: Rewrite (the node's requests
 // lose the headers that speak for someone else), the transport (the balancer, as q.route says),
 // ModifyResponse (respond) and ErrorHandler (fallback).
-func (p *pipeline) forward(q *proxyRequest) {
+func (p *Pipeline) forward(q *proxyRequest) {
 	ri := q.ri
 	if q.id == remote.Node {
-		if err := p.creds.Err(); err != nil {
+		if err := p.Creds.Err(); err != nil {
 			wire.WriteStatus(q.w, ri.Accept, http.StatusServiceUnavailable, "nodehub: "+err.Error())
 			return
 		}
@@ -31,25 +30,27 @@ func (p *pipeline) forward(q *proxyRequest) {
 	q.route = remote.Route{Identity: q.id, Stream: ri.Verb == wire.VerbWatch}
 	if q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) {
 		// A read the cache can answer does not wait on a black-holed link.
-		q.route.HeaderTimeout = p.headerTimeout
+		q.route.HeaderTimeout = p.HeaderTimeout
 		if t := time.Duration(ri.TimeoutSeconds) * time.Second / 2; t > 0 && t < q.route.HeaderTimeout {
 			q.route.HeaderTimeout = t // leave the client time to get the cached answer
 		}
-		q.route.OnSlow = func() bool { return p.local.CanAnswer(q.r, q.local) }
+		q.route.OnSlow = func() bool { return p.Local.CanAnswer(q.r, q.local) }
 	}
-	stop := context.AfterFunc(p.state.onlinePeriod(), q.cancel) // going offline ends it
+	stop := context.AfterFunc(p.Cloud.OnlinePeriod(), q.cancel) // going offline ends it
 	q.onEnd(func() { stop() })
-	if q.local != nil && p.local.AnswersWrite(q.local) {
+	if q.local != nil && p.Local.AnswersWrite(q.local) {
 		q.kept = peekBody(q.r)
 		if q.kept != nil && isTokenRequest(ri) {
 			q.caller = tokens.Caller(q.id == remote.Node, q.r.Header.Get("Authorization"))
 		}
 	}
-	p.sendingStatusWrite(q)
+	if done := p.Fix.SendingWrite(ri, q.id == remote.Node); done != nil {
+		q.onEnd(done)
+	}
 	p.proxy.ServeHTTP(q.w, q.r.WithContext(context.WithValue(q.ctx, requestKey{}, q)))
 }
 
-func (p *pipeline) newReverseProxy() *httputil.ReverseProxy {
+func (p *Pipeline) newReverseProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The balancer sets scheme and host; the path and query go as the client sent them.
@@ -62,14 +63,14 @@ func (p *pipeline) newReverseProxy() *httputil.ReverseProxy {
 				askWithoutCBOR(q.ri, pr.Out.Header) // cbor.go
 			}
 		},
-		Transport: balancerTransport{p.balancer},
+		Transport: balancerTransport{p.Balancer},
 		// Zero: a streamed response (a watch, or any body without Content-Length) is flushed after
 		// every write, so events reach the client as soon as they arrive; a sized body is not.
 		FlushInterval: 0,
 		BufferPool:    bufferPool{},
 		// What the ReverseProxy logs itself (a body cut mid-copy: a watch the cloud ended
 		// abruptly) goes to the hub's log at debug, as the servers' errors do.
-		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ErrorLog:       slog.NewLogLogger(p.Log.Handler(), slog.LevelDebug),
 		ModifyResponse: p.respond,
 		ErrorHandler:   p.fallback,
 	}
@@ -88,12 +89,6 @@ func (t balancerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return t.b.Send(route, req)
 }
 
-// suspectAfter is how long a forwarded request waits for its answer before the server is reached
-// at once (see remote.Balancer.SuspectAfter): with a reach's 1.5 s floor, a black-holed link is
-// noticed ~1.8 s after a client's first request into it (goal: a client restarted into an outage
-// served within 2 s). A slow answer costs a reach (a resumed handshake, rate-limited), never a verdict.
-const suspectAfter = 300 * time.Millisecond
-
 // errNotAPI marks a 5xx answer that is not the apiserver's own (a load balancer in front of it):
 // for a read, the cache answers instead.
 var errNotAPI = errors.New("nodehub: the cloud answered with a 5xx that is not an API Status")
@@ -108,7 +103,7 @@ var errThrottled = errors.New("nodehub: the cloud answered 429 Too Many Requests
 // rewrite it (filter.go); kubelet's GET of its node and the events of a watch of it get the
 // Autonomy condition (hub/autonomy); who a new bearer token is, is asked of the server that
 // answered (review.go); the answer is teed into its owner's cache (keep.go).
-func (p *pipeline) respond(resp *http.Response) error {
+func (p *Pipeline) respond(resp *http.Response) error {
 	q := requestOf(resp.Request.Context())
 	if q == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		return nil
@@ -117,10 +112,10 @@ func (p *pipeline) respond(resp *http.Response) error {
 	if resp.StatusCode >= 500 && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && !isAPIStatus(resp) {
 		return errNotAPI
 	}
-	if resp.StatusCode == http.StatusTooManyRequests && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && p.local.CanAnswer(q.r, q.local) {
+	if resp.StatusCode == http.StatusTooManyRequests && q.local != nil && (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList) && p.Local.CanAnswer(q.r, q.local) {
 		return errThrottled // the apiserver sheds load: the cache answers meanwhile
 	}
-	resp.Body = &countingBody{ReadCloser: resp.Body, add: p.metrics.cloudBytesFunc(ri)}
+	resp.Body = &wire.CountingBody{ReadCloser: resp.Body, Count: p.Metrics.CloudBytes(ri)}
 	gunzipWatch(ri, resp)
 	if q.caller != "" {
 		p.recordToken(q, resp)
@@ -129,7 +124,7 @@ func (p *pipeline) respond(resp *http.Response) error {
 		p.filter(q.chain, ri, resp)
 	}
 	if req := resp.Request; req != nil && req.ContentLength > 0 {
-		p.metrics.purposeFunc("proxied", "sent")(int(req.ContentLength))
+		p.Metrics.Purpose("proxied", "sent")(int(req.ContentLength))
 	}
 	if q.id == remote.Node && q.chain == nil {
 		switch {
@@ -139,21 +134,21 @@ func (p *pipeline) respond(resp *http.Response) error {
 			p.node.track(resp)
 		}
 	}
-	if p.auto != nil && q.local != nil && q.id == remote.Node {
+	if p.Auto != nil && q.local != nil && q.id == remote.Node {
 		// Before the cache: it keeps what kubelet received. After the node copy: it keeps the
 		// cloud's bytes.
 		switch {
 		case p.isOwnNodeGet(ri):
-			p.auto.Response(resp)
+			p.Auto.Response(resp)
 		case p.isOwnNodeWatch(ri):
-			p.auto.WatchResponse(resp, p.nodeName) // kubelet's informer (v1.37 reads its node there)
+			p.Auto.WatchResponse(resp, p.NodeName) // kubelet's informer (v1.37 reads its node there)
 		}
 	}
 	if q.local == nil {
 		return nil // no cache
 	}
-	p.watchStatusWrite(q, resp)
-	keep(p.cache, ri, p.learn(q, resp), resp)
+	p.Fix.WriteAnswered(ri, q.id == remote.Node, resp)
+	Keep(p.Cache, ri, p.learn(q, resp), resp)
 	return nil
 }
 
@@ -161,21 +156,21 @@ func (p *pipeline) respond(resp *http.Response) error {
 // (hub/identity), once the server that answered said who a bearer token the hub did not know is
 // (a resource's 2xx asks it, review.go): a ServiceAccount's token reads and writes that
 // ServiceAccount's cache from then on. An answer's status alone vouches for no one.
-func (p *pipeline) learn(q *proxyRequest, resp *http.Response) string {
+func (p *Pipeline) learn(q *proxyRequest, resp *http.Response) string {
 	if q.cred.Hash == "" {
 		return q.local.Own // the node's identity, or no credential
 	}
-	if resp.StatusCode/100 == 2 && q.ri.IsResource && q.cred.Bearer && !p.ids.Vouched(q.cred) {
-		p.ids.Learn(q.ctx, q.cred, p.askWho(resp.Request))
+	if resp.StatusCode/100 == 2 && q.ri.IsResource && q.cred.Bearer && !p.IDs.Vouched(q.cred) {
+		p.IDs.Learn(q.ctx, q.cred, p.askWho(resp.Request))
 	}
-	return p.ids.OwnerOf(ownerComponent(q.ri), q.cred)
+	return p.IDs.OwnerOf(ownerComponent(q.ri), q.cred)
 }
 
 // fallback answers a forwarded request that got no answer from the cloud (ErrorHandler): 408 when
 // its body did not arrive in time; from the cache for a read (and for a watch once the cloud is
 // gone); the offline answer to a write the offline proxy answers (writefallback.go); else a 503
 // Status.
-func (p *pipeline) fallback(w http.ResponseWriter, r *http.Request, err error) {
+func (p *Pipeline) fallback(w http.ResponseWriter, r *http.Request, err error) {
 	q := requestOf(r.Context())
 	if q != nil && q.body != nil && q.body.expired() {
 		// The server cancelled the request when the body's deadline passed; the client still
@@ -189,11 +184,11 @@ func (p *pipeline) fallback(w http.ResponseWriter, r *http.Request, err error) {
 	if rec, ok := w.(*recorder); ok && rec.status != 0 {
 		return // headers already went out (a watch cut mid-stream): just end it
 	}
-	p.log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
+	p.Log.Debug("proxy: upstream failed", "path", r.URL.Path, "err", err)
 	v := q.ri.Verb
-	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !p.state.Online()) {
-		p.metrics.offline.Inc(verbLabel(v))
-		p.local.ServeHTTP(w, q.r, q.local)
+	if q.local != nil && (v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && !p.Cloud.Online()) {
+		p.Metrics.Offline(v)
+		p.Local.ServeHTTP(w, q.r, q.local)
 		return
 	}
 	if p.writeFallback(w, q) {
@@ -211,20 +206,6 @@ func (p *pipeline) fallback(w http.ResponseWriter, r *http.Request, err error) {
 func isAPIStatus(resp *http.Response) bool {
 	t := wire.ParseMediaType(resp.Header.Get("Content-Type")).Type
 	return t == wire.MediaJSON || t == wire.MediaProtobuf
-}
-
-// countingBody counts the bytes read from the cloud.
-type countingBody struct {
-	io.ReadCloser
-	add func(n int)
-}
-
-func (c *countingBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	if n > 0 {
-		c.add(n)
-	}
-	return n, err
 }
 
 // bufferPool recycles the proxy's copy buffers (32 KiB each) instead of allocating one per request.
