@@ -63,7 +63,8 @@ type Server struct {
 	beforeCacheClose func() // a test's look at the hub as Run closes the cache
 }
 
-// New checks the configuration and prepares the servers; nothing listens until Run.
+// New checks the configuration and prepares the servers; nothing listens until Run. The parts
+// are built in this order, each from those before it (assemble.go).
 func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -81,68 +82,15 @@ func New(cfg Config) (*Server, error) {
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
 	s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
-	backends := make([]*remote.Backend, 0, len(cfg.Servers))
-	for _, addr := range cfg.Servers {
-		b, err := remote.NewBackend(addr, cfg.Credentials, cfg.HeartbeatTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("hub: server %q: %w", addr, err)
-		}
-		backends = append(backends, b)
+	if err := s.newCloud(); err != nil {
+		return nil, err
 	}
-	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream, SuspectAfter: suspectAfter}
-	s.state = newCloudState(s.balancer)
-	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
-	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
-	s.checker = &remote.Checker{
-		Probe: func(ctx context.Context, b *remote.Backend) error {
-			return s.lease.Heartbeat(ctx, serverAsNode{b, s.metrics})
-		},
-		Interval:         cfg.HeartbeatInterval,
-		Timeout:          cfg.HeartbeatTimeout,
-		FailedRetry:      cfg.HeartbeatFailed,
-		HealthyThreshold: cfg.HeartbeatHealthy,
-		OnReach:          s.metrics.reach,
-		OnChange: func(b *remote.Backend, st remote.State) {
-			s.metrics.serverHealth(b, st == remote.Healthy)
-			if s.state.update() {
-				s.log.Info("cloud reachability changed", "online", s.state.Online())
-			}
-		},
-		Log: cfg.Log,
+	if err := s.openCache(); err != nil {
+		return nil, err
 	}
-	if cfg.CacheDir != "" {
-		store, err := cache.Open(cfg.CacheDir, cfg.Log)
-		if err != nil {
-			return nil, fmt.Errorf("hub: %w", err)
-		}
-		store.SetMaxBytes(cfg.CacheMaxBytes)
-		w := cache.NewWriter(store, cache.DefaultQueueBytes, cfg.Log)
-		w.Delay = cfg.CacheSyncInterval
-		w.MaxBytes = cfg.CacheMaxBytes
-		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
-		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		s.auto = &autonomy.Condition{Write: s.writeAutonomy, Online: s.state.Online, Log: cfg.Log, FilesWritten: func() int64 { return store.Stats().FilesWritten }}
-		w.OnError = func(r cache.Resource, err error) {
-			s.metrics.cacheErrors.Inc(r.Resource)
-			s.auto.CacheError(err)
-		}
-		policy := cfg.CachePolicy
-		policy.Shared = sharedResources(cfg.Pool.Resources)
-		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
-		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.ids.Vouch, Log: cfg.Log,
-			KubeletNode: s.auto.Node}
-		s.newFixer()
+	if err := s.newFilters(); err != nil {
+		return nil, err
 	}
-	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
-	s.topo.Returned = s.state.Returned
-	s.topo.Services = s.sharedServices
-	cfg.Filters.Topology = s.topo
-	fs, err := filter.New(cfg.Filters)
-	if err != nil {
-		return nil, fmt.Errorf("hub: filters: %w", err)
-	}
-	s.filters = fs
 	if d := cfg.DummyIf; d.Enabled {
 		s.dummy = &dummyif.Link{Name: d.Name, IP: d.IP, Log: cfg.Log, OnEnsure: s.metrics.dummyEnsured}
 	}
@@ -154,15 +102,9 @@ func New(cfg Config) (*Server, error) {
 	if s.pool != nil {
 		s.pm.watchStores(reg, s.pool)
 	}
-	s.pipe = serve.New(serve.Deps{
-		Log: s.log, NodeName: cfg.NodeName, Creds: cfg.Credentials,
-		MaxInFlight: cfg.MaxInFlight, BodyTimeout: cfg.BodyTimeout, HeaderTimeout: cfg.HeartbeatTimeout,
-		Cloud: s.state, Balancer: s.balancer, Lease: s.lease, Metrics: pipeMetrics{s.metrics, s.pm},
-		Cache: s.cache, Local: s.local, Filters: s.filters, Topo: s.topo, Pool: s.pool,
-		IDs: s.ids, Tokens: s.tokens, Auto: s.auto, Fix: s.fix,
-	})
+	s.pipe = s.newPipeline()
 	if s.auto != nil {
-		s.auto.Current = s.currentNode // evaluated when kubelet reads nothing of its node
+		s.auto.Current = s.pipe.CurrentNode // evaluated when kubelet reads nothing of its node
 	}
 	return s, nil
 }
