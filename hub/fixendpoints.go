@@ -1,10 +1,7 @@
 package hub
 
 import (
-	"bytes"
 	"context"
-
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"nodehub/cache"
 	"nodehub/hub/endpointfix"
@@ -67,8 +64,8 @@ func kubeletPods() cache.Resource {
 	return cache.Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}
 }
 
-// findGone tells the Fixer which pods the cached EndpointSlices place on this node that kubelet's
-// cached pod list (in its own cache) does not hold (it does not run them: not ready). Only when
+// findGone shows the Fixer the cached EndpointSlices and kubelet's cached pods on this node (in
+// its own cache), which decides which pods kubelet does not run (endpointfix.GoneFrom). Only when
 // that list is whole: a pod missing from a partial one may well run.
 func (s *Server) findGone() {
 	store := s.cache.Store
@@ -90,30 +87,8 @@ func (s *Server) findGone() {
 	for _, owner := range store.Owners() {
 		r := cache.Resource{Owner: owner, Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
 		_, _ = store.EachInList(r, all, func(it cache.Item) error {
-			if seen[it.Header.Namespace+"/"+it.Header.Name] || !bytes.Contains(it.Body, []byte(node)) {
-				return nil
-			}
-			seen[it.Header.Namespace+"/"+it.Header.Name] = true
-			t, err := wire.Decode(it.Body)
-			if err != nil {
-				return nil
-			}
-			sl, ok := t.(*discoveryv1.EndpointSlice)
-			if !ok {
-				return nil
-			}
-			for _, e := range sl.Endpoints {
-				ref := e.TargetRef
-				if e.NodeName == nil || *e.NodeName != node || ref == nil || ref.Kind != "Pod" {
-					continue
-				}
-				ns := ref.Namespace
-				if ns == "" {
-					ns = sl.Namespace
-				}
-				if uid, ok := known[ns+"/"+ref.Name]; !ok || ref.UID != "" && uid != "" && uid != string(ref.UID) {
-					s.fix.Gone(ns, ref.Name, string(ref.UID))
-				}
+			if k := it.Header.Namespace + "/" + it.Header.Name; !seen[k] && s.fix.GoneFrom(it.Body, known) {
+				seen[k] = true // one copy of a slice that names the node: the first owner's
 			}
 			return nil
 		})

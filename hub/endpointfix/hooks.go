@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 
 	"nodehub/filter"
 	"nodehub/wire"
@@ -29,10 +30,19 @@ func IsPodStatus(ri *wire.RequestInfo) bool {
 // always for the shared stores (shared), whose watches outlive an outage; for the cloud only
 // while some endpoint is corrected (a chain makes a list answer be read whole before it is sent).
 func (f *Fixer) Chain(c *filter.Chain, ri *wire.RequestInfo, shared bool) *filter.Chain {
-	if f == nil || !shared && !f.Active() {
+	if f == nil || !shared && !f.Active() || !reads(ri) {
 		return c
 	}
-	return filter.With(c, ri, f.Filter())
+	return filter.Prepend(c, ri.Resource, f.Filter())
+}
+
+// reads reports whether a request is a get, list or watch of whole objects the Fixer corrects
+// (not a subresource, not a partial object).
+func reads(ri *wire.RequestInfo) bool {
+	if !ri.IsResource || ri.Subresource != "" || ri.Accept.As != "" {
+		return false
+	}
+	return (ri.Verb == wire.VerbGet || ri.Verb == wire.VerbList || ri.Verb == wire.VerbWatch) && slices.Contains(Resources, ri.GVR())
 }
 
 // CacheRevisions are the corrections of the cache's answer to a request of slices (hub/local's

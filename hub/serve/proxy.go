@@ -26,14 +26,13 @@ import (
 //     own that came over loopback — and whose cache it reads and fills
 //  4. route     the node's Lease from the hub's copy (hub/nodelease); kubelet's GET of its node
 //     from the copy a live watch of it keeps, while fresh (nodecopy.go); a pool-scope list or watch
-//     from the shared store (pool.go); offline, or a cold read, from the cache (hub/local);
+//     from the shared store (servePool); offline, or a cold read, from the cache (hub/local);
 //     offline without a cache: 503; else to the cloud
 //  5. chain     the filters its answer goes through (for the pool and the cloud routes; the
 //     cache holds filtered answers); servicetopology's waits for the topology (503 past 10 s)
 //  6. forward   to a healthy server through httputil.ReverseProxy and the balancer (forward.go);
-//     on the cloud's answer (respond): count it, keep a token, filter it, set the autonomy
-//     condition, learn the ServiceAccount the cloud accepted, tee it into the cache
-//     (keep.go); without an answer (fallback): the cache, the offline answer to a write, or 503
+//     on the cloud's answer, respond's steps (respond.go); without an answer, fallback: the
+//     cache, the offline answer to a write, or 503
 //  7. answer    streamed to the client, each watch event flushed at once
 func (p *Pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := p.accept(w, r)
