@@ -1,9 +1,10 @@
-// Package hub is nodehub put together: the Server (server.go: assembly, New; lifecycle, Run)
-// with the servers (the proxy ports node clients and pods talk to, the hub's own endpoints, the
-// pool port) and the parts it composes — the remote backends and their health, the node lease,
-// the cache and the offline proxy, identity, tokens, autonomy, the pool, the topology source —
-// and the request pipeline (pipeline.go), a type of its own the Server builds and holds. Config
-// (config.go) is its contract with main; docs/ARCHITECTURE.md is the map.
+// Package hub is nodehub put together: the Server (server.go: assembly, New and its steps in
+// assemble.go; lifecycle, Run) with the servers (the proxy ports node clients and pods talk to,
+// the hub's own endpoints, the pool port) and the parts it composes — the remote backends and
+// their health, the node lease, the cache and the offline proxy, identity, tokens, autonomy, the
+// pool, the topology source — and the request pipeline (hub/serve), which the Server builds,
+// holds and hands the proxy ports' requests; it serves them. Config (config.go) is its contract
+// with main; docs/ARCHITECTURE.md is the map.
 package hub
 
 import (
