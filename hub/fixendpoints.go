@@ -49,9 +49,7 @@ func (s *Server) newFixer() {
 func (s *Server) loadReports() {
 	sel, _ := wire.NewSelector("", "", "")
 	_, _ = s.cache.Store.EachInList(kubeletPods(), sel, func(it cache.Item) error {
-		if it.Header.Local && it.Header.Fields["spec.nodeName"] == s.cfg.NodeName {
-			s.fix.Reported(it.Body)
-		}
+		s.fix.Cached(it.Header.Local, it.Header.Fields["spec.nodeName"], it.Body)
 		return nil
 	})
 	if n := s.fix.Pods(); n > 0 {

@@ -71,6 +71,15 @@ func (f *Fixer) Applied(ri *wire.RequestInfo, obj []byte) {
 	}
 }
 
+// Cached takes a pod of kubelet's cache at start (the hub reads it: hub/fixendpoints.go): the
+// offline proxy's copy (local: kubelet's status write the cloud has not replaced yet) of a pod on
+// this node is kubelet's report.
+func (f *Fixer) Cached(local bool, node string, raw []byte) {
+	if local && node == f.node {
+		f.Reported(raw)
+	}
+}
+
 // kubeletsReport reports whether a forwarded request is kubelet's status write of a pod (with the
 // node's identity) while something is corrected.
 func (f *Fixer) kubeletsReport(ri *wire.RequestInfo, asNode bool) bool {
