@@ -11,6 +11,7 @@ import (
 	"go/token"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -31,7 +32,8 @@ import (
 var directDependencies = []string{"golang.org/x/sys", "k8s.io/api", "k8s.io/apimachinery"}
 
 // arrows are the allowed imports between the module's packages, as patterns ("hub/*": hub's
-// sub-packages). Arrows point down: main → hub → hub's parts → {cache, filter, pool} →
+// sub-packages; the first row that matches a package is its row). Arrows point down: main → hub →
+// the request pipeline (hub/serve) → hub's parts → {cache, filter, pool} →
 // listwatch → wire; durable (files replaced whole) sits at the bottom beside wire; the node's
 // features (node/*: credentials, the hub's link), which main configures and hub runs, beside
 // hub's parts.
@@ -40,6 +42,7 @@ var arrows = []struct{ from, to string }{
 	{"main", "hub, node/*, cache, filter, pool, wire"},
 	{"hub", "hub/*, node/*, cache, filter, pool, listwatch, wire"},
 	{"hub/tokens", "durable, wire"},
+	{"hub/serve", "hub/*, cache, filter, pool, wire"},
 	{"hub/*", "hub/tokens, cache, filter, pool, listwatch, durable, wire"},
 	{"node/*", "durable, wire"},
 	{"cache", "durable, wire"},
@@ -209,7 +212,8 @@ func TestArrowsTable(t *testing.T) {
 		ok       bool
 	}{
 		{"main", "hub", true}, {"main", "wire", true}, {"main", "hub/remote", false},
-		{"hub", "hub/remote", true}, {"hub", "pool", true},
+		{"hub", "hub/remote", true}, {"hub", "pool", true}, {"hub", "hub/serve", true},
+		{"hub/serve", "hub/local", true}, {"hub/serve", "hub", false}, {"hub/local", "hub/serve", false},
 		{"hub/local", "cache", true}, {"node/certs", "durable", true}, {"main", "node/certs", true}, {"node/certs", "hub", false}, {"hub/local", "node/certs", false}, {"cache", "durable", true}, {"durable", "wire", false}, {"wire", "durable", false}, {"hub/local", "hub", false}, {"hub/local", "hub/remote", false},
 		{"cache", "wire", true}, {"cache", "hub", false}, {"pool", "cache", false}, {"pool", "listwatch", true}, {"listwatch", "pool", false}, {"cache", "listwatch", false}, {"filter", "pool", false}, {"wire", "cache", false},
 	} {
@@ -338,14 +342,15 @@ func TestFlagDefaultsComeFromTheHubs(t *testing.T) {
 	}
 }
 
-// goRule: every goroutine of the hub is one Server.Run waits for. In package hub, a go statement
-// is only in the group that runs the parts (hub/group.go) and in Run's own file (hub/run.go: the
-// cache beside the group, a server's Serve); a part is added with group.Go.
+// goRule: every goroutine of the hub is one Server.Run waits for. In package hub and its request
+// pipeline (hub/serve), a go statement is only in the group that runs the parts (hub/group.go) and
+// in Run's own file (hub/run.go: the cache beside the group, a server's Serve); a part is added
+// with group.Go.
 func TestHubStartsGoroutinesOnlyInRun(t *testing.T) {
 	allowed := map[string]bool{"hub/group.go": true, "hub/run.go": true}
 	fset := token.NewFileSet()
 	seen := 0
-	for file, f := range sourceFiles(t, fset, "hub") {
+	for file, f := range hubFiles(t, fset) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			if _, ok := n.(*ast.GoStmt); !ok {
 				return true
@@ -362,7 +367,14 @@ func TestHubStartsGoroutinesOnlyInRun(t *testing.T) {
 	}
 }
 
-// sourceFiles parses the non-test Go files of dir, by their slash path ("hub/keep.go").
+// hubFiles parses the non-test Go files of package hub and of its request pipeline (hub/serve).
+func hubFiles(t *testing.T, fset *token.FileSet) map[string]*ast.File {
+	files := sourceFiles(t, fset, "hub")
+	maps.Copy(files, sourceFiles(t, fset, "hub/serve"))
+	return files
+}
+
+// sourceFiles parses the non-test Go files of dir, by their slash path ("hub/run.go").
 func sourceFiles(t *testing.T, fset *token.FileSet, dir string) map[string]*ast.File {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -383,32 +395,27 @@ func sourceFiles(t *testing.T, fset *token.FileSet, dir string) map[string]*ast.
 	return out
 }
 
-// pipelineRule: the request pipeline (hub/pipeline.go) is a type of its own, built with its
-// dependencies; it knows nothing of the Server (listeners, lifecycle, GC, OTA) nor of Config. A
-// file that holds a method of pipeline names neither.
+// pipelineRule: the request pipeline is a package of its own (hub/serve), built with its
+// dependencies (serve.Deps); it knows nothing of the Server (listeners, lifecycle, GC, OTA) nor of
+// Config: no file of it names either (its arrow leaves out hub, so it cannot import them).
 func TestThePipelineKnowsNothingOfTheServer(t *testing.T) {
 	fset := token.NewFileSet()
 	seen := 0
-	for _, f := range sourceFiles(t, fset, "hub") {
-		holds := false
+	for _, f := range sourceFiles(t, fset, "hub/serve") {
 		for _, d := range f.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && receiverName(fn) == "pipeline" {
-				holds = true
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && receiverName(fn) == "Pipeline" {
+				seen++
 			}
 		}
-		if !holds {
-			continue
-		}
-		seen++
 		ast.Inspect(f, func(n ast.Node) bool {
 			if id, ok := n.(*ast.Ident); ok && (id.Name == "Server" || id.Name == "Config") {
-				t.Errorf("%s: a file of the pipeline names %s: the pipeline gets what it needs from newPipeline's dependencies (hub/pipeline.go)", fset.Position(id.Pos()), id.Name)
+				t.Errorf("%s: the pipeline names %s: it gets what it needs from its dependencies (serve.Deps, hub/serve/pipeline.go)", fset.Position(id.Pos()), id.Name)
 			}
 			return true
 		})
 	}
 	if seen == 0 {
-		t.Error("no file holds a method of pipeline: the rule's walk is broken")
+		t.Error("hub/serve holds no method of Pipeline: the rule's walk is broken")
 	}
 }
 

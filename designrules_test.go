@@ -115,9 +115,9 @@ func TestOnlyTheCloudStateReadsTheVerdicts(t *testing.T) {
 	}
 }
 
-// keepRule: every cache write of a cloud answer starts in keep (hub/keep.go). The cache's tees
+// keepRule: every cache write of a cloud answer starts in Keep (hub/serve/keep.go). The cache's tees
 // are its functions that take a cloud answer (an *http.Response); outside the cache only the
-// function keep calls them.
+// function Keep calls them.
 func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 	m := typed(t)
 	cache := m.pkg(t, "cache").types
@@ -143,15 +143,15 @@ func TestOnlyKeepTeesIntoTheCache(t *testing.T) {
 	m.uses(func(o types.Object) bool { return tees[o] }, func(u use) {
 		switch {
 		case u.pkg.rel == "cache":
-		case funcName(u.fn) == "keep":
+		case funcName(u.fn) == "Keep":
 			seen++
 		default:
-			t.Errorf("%s: %s calls %s: a cloud answer goes into the cache through keep (hub/keep.go) only",
+			t.Errorf("%s: %s calls %s: a cloud answer goes into the cache through Keep (hub/serve/keep.go) only",
 				m.pos(u.id), funcName(u.fn), objKey(u.obj))
 		}
 	})
 	if seen == 0 {
-		t.Error("keep calls no tee: the rule's walk is broken")
+		t.Error("Keep calls no tee: the rule's walk is broken")
 	}
 }
 
@@ -171,7 +171,7 @@ func takesResponse(f *types.Func) bool {
 }
 
 // originRule: whether a request is the node's own is decided in one place, the file origin.go
-// (originOf, fromLoopback), from the addresses a request arrived on and came from. Nothing else the
+// (originOf, FromLoopback), from the addresses a request arrived on and came from. Nothing else the
 // binary links reads them (http.Request.RemoteAddr, http.LocalAddrContextKey, a connection's
 // addresses) but the listeners' connection bound (hub/listen.go), which exempts the node's own
 // connections; a package that needs the answer gets it from the hub (hub/ota: Handler.FromNode).
@@ -194,7 +194,7 @@ func TestOnlyOriginDecidesTheNodesOwnRequest(t *testing.T) {
 			seen++
 		case u.file == "hub/listen.go":
 		default:
-			t.Errorf("%s: %s reads %s: whether a request is the node's own is decided in origin.go (originOf, fromLoopback) only",
+			t.Errorf("%s: %s reads %s: whether a request is the node's own is decided in origin.go (originOf, FromLoopback) only",
 				m.pos(u.id), funcName(u.fn), addresses[objKey(u.obj)])
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"nodehub/cache"
 	"nodehub/hub/local"
 	"nodehub/hub/remote"
+	"nodehub/hub/serve"
 	"nodehub/listwatch"
 	"nodehub/wire"
 )
@@ -40,18 +41,10 @@ func (c cloudClient) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // countPurpose counts a request's body and its answer's as purpose (nodehub_cloud_bytes_total).
 func countPurpose(m *hubMetrics, purpose string, req *http.Request) func(*http.Response, error) (*http.Response, error) {
-	return func(resp *http.Response, err error) (*http.Response, error) {
-		if m == nil {
-			return resp, err
-		}
-		if req.ContentLength > 0 {
-			m.purposeFunc(purpose, "sent")(int(req.ContentLength))
-		}
-		if err == nil {
-			resp.Body = &countingBody{ReadCloser: resp.Body, add: m.purposeFunc(purpose, "received")}
-		}
-		return resp, err
+	if m == nil {
+		return serve.CountPurpose(nil, purpose, req)
 	}
+	return serve.CountPurpose(m.purposeFunc, purpose, req)
 }
 
 // serverAsNode is one server reached as the node, for the node lease's heartbeat: an
@@ -137,7 +130,7 @@ func (s *Server) ownFetch(component string) listwatch.Fetch {
 			return nil, err
 		}
 		if resp.StatusCode == http.StatusOK {
-			keep(s.cache, ri, cache.SelfComponent, resp)
+			serve.Keep(s.cache, ri, cache.SelfComponent, resp)
 		}
 		return resp, nil
 	}

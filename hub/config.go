@@ -13,6 +13,7 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/endpointfix"
+	"nodehub/hub/serve"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -150,7 +151,7 @@ const (
 	DefaultPoolLeaderTimeout  = pool.DefaultLeaderTimeout
 	// DefaultBodyTimeout bounds the time a client takes to send a request body on the proxy ports
 	// (Config.BodyTimeout): a body that trickles in does not hold an in-flight slot for longer.
-	DefaultBodyTimeout = 10 * time.Second
+	DefaultBodyTimeout = serve.DefaultBodyTimeout
 	// DefaultEndpointsReturnBound is Config.EndpointsReturnBound's (hub/endpointfix's).
 	DefaultEndpointsReturnBound = endpointfix.DefaultBound
 	defaultAddr                 = "127.0.0.1:0"

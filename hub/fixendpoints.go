@@ -1,10 +1,7 @@
 package hub
 
 import (
-	"bytes"
 	"context"
-
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"nodehub/cache"
 	"nodehub/hub/endpointfix"
@@ -27,16 +24,12 @@ func (s *Server) newFixer() {
 		return
 	}
 	s.fix = endpointfix.New(s.cfg.NodeName, s.cfg.EndpointsReturnBound, s.log)
-	s.local.Applied = func(ri *wire.RequestInfo, obj []byte) {
-		if isPods(ri) && ri.Subresource == "status" {
-			s.fix.Reported(obj)
-		}
-	}
+	s.local.Applied = s.fix.Applied
 	s.local.Revisions = func(ri *wire.RequestInfo) pool.Revisions {
-		if !isSlices(ri) {
-			return nil
+		if w := s.fix.CacheRevisions(ri); w != nil {
+			return w
 		}
-		return s.fix.NewWatch()
+		return nil
 	}
 	s.metrics.reg.NewGaugeFunc("nodehub_endpoints_corrected", "Endpoints of this node's pods served as kubelet reported them rather than as the cloud's EndpointSlices say (while the cloud cannot hear kubelet, and after its return until it caught up).",
 		func() float64 { return float64(s.fix.Corrected()) })
@@ -56,9 +49,7 @@ func (s *Server) newFixer() {
 func (s *Server) loadReports() {
 	sel, _ := wire.NewSelector("", "", "")
 	_, _ = s.cache.Store.EachInList(kubeletPods(), sel, func(it cache.Item) error {
-		if it.Header.Local && it.Header.Fields["spec.nodeName"] == s.cfg.NodeName {
-			s.fix.Reported(it.Body)
-		}
+		s.fix.Cached(it.Header.Local, it.Header.Fields["spec.nodeName"], it.Body)
 		return nil
 	})
 	if n := s.fix.Pods(); n > 0 {
@@ -71,8 +62,8 @@ func kubeletPods() cache.Resource {
 	return cache.Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}
 }
 
-// findGone tells the Fixer which pods the cached EndpointSlices place on this node that kubelet's
-// cached pod list (in its own cache) does not hold (it does not run them: not ready). Only when
+// findGone shows the Fixer the cached EndpointSlices and kubelet's cached pods on this node (in
+// its own cache), which decides which pods kubelet does not run (endpointfix.GoneFrom). Only when
 // that list is whole: a pod missing from a partial one may well run.
 func (s *Server) findGone() {
 	store := s.cache.Store
@@ -94,30 +85,8 @@ func (s *Server) findGone() {
 	for _, owner := range store.Owners() {
 		r := cache.Resource{Owner: owner, Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
 		_, _ = store.EachInList(r, all, func(it cache.Item) error {
-			if seen[it.Header.Namespace+"/"+it.Header.Name] || !bytes.Contains(it.Body, []byte(node)) {
-				return nil
-			}
-			seen[it.Header.Namespace+"/"+it.Header.Name] = true
-			t, err := wire.Decode(it.Body)
-			if err != nil {
-				return nil
-			}
-			sl, ok := t.(*discoveryv1.EndpointSlice)
-			if !ok {
-				return nil
-			}
-			for _, e := range sl.Endpoints {
-				ref := e.TargetRef
-				if e.NodeName == nil || *e.NodeName != node || ref == nil || ref.Kind != "Pod" {
-					continue
-				}
-				ns := ref.Namespace
-				if ns == "" {
-					ns = sl.Namespace
-				}
-				if uid, ok := known[ns+"/"+ref.Name]; !ok || ref.UID != "" && uid != "" && uid != string(ref.UID) {
-					s.fix.Gone(ns, ref.Name, string(ref.UID))
-				}
+			if k := it.Header.Namespace + "/" + it.Header.Name; !seen[k] && s.fix.GoneFrom(it.Body, known) {
+				seen[k] = true // one copy of a slice that names the node: the first owner's
 			}
 			return nil
 		})
@@ -145,14 +114,4 @@ func (s *Server) shareReports(ctx context.Context) {
 		case <-ch:
 		}
 	}
-}
-
-func isPods(ri *wire.RequestInfo) bool {
-	return ri.IsResource && ri.Group == "" && ri.Resource == "pods"
-}
-
-// isSlices: EndpointSlices or v1 Endpoints, what the Fixer corrects.
-func isSlices(ri *wire.RequestInfo) bool {
-	return ri.IsResource && ri.Subresource == "" &&
-		(ri.Group == "discovery.k8s.io" && ri.Resource == "endpointslices" || ri.Group == "" && ri.Resource == "endpoints")
 }

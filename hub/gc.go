@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"nodehub/hub/serve"
 	"nodehub/wire"
 )
 
@@ -93,10 +94,8 @@ func (s *Server) relistNodePods(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if chain := s.pipe.chain(ri); chain != nil && resp.StatusCode == http.StatusOK {
-		s.pipe.filter(chain, ri, resp)
-	}
-	keep(s.cache, ri, "kubelet", resp)
+	s.pipe.FilterAsProxied(ri, resp)
+	serve.Keep(s.cache, ri, "kubelet", resp)
 	_, err = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	return err

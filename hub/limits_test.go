@@ -116,7 +116,7 @@ func TestHeadersAreBoundedOnEveryPort(t *testing.T) {
 	}
 }
 
-func serve(s *Server, method, path, remote string, header http.Header) *httptest.ResponseRecorder {
+func serveOn(s *Server, method, path, remote string, header http.Header) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, path, nil)
 	r.RemoteAddr = remote
 	for k, v := range header {
@@ -144,24 +144,24 @@ func TestInFlightCountsFakeUpgradesAndKeepsTheNodesBudget(t *testing.T) {
 	held := make(chan int)
 	go func() {
 		close(started)
-		held <- serve(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/slow", "10.0.0.7:5000", pod).Code
+		held <- serveOn(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/slow", "10.0.0.7:5000", pod).Code
 	}()
 	<-started
-	for deadline := time.Now().Add(30 * time.Second); s.pipe.inflightOthers.Load() == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); othersInFlight(s) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	upgrade := http.Header{"Authorization": {"Bearer pod-token"}, "Upgrade": {"x"}, "Connection": {"Upgrade"}}
-	if code := serve(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/y", "10.0.0.7:5001", upgrade).Code; code != http.StatusTooManyRequests {
+	if code := serveOn(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/y", "10.0.0.7:5001", upgrade).Code; code != http.StatusTooManyRequests {
 		t.Errorf("a pod's request with Upgrade: x while its budget is used: %d, want 429", code)
 	}
-	if code := serve(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/y", "10.0.0.7:5002", pod).Code; code != http.StatusTooManyRequests {
+	if code := serveOn(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/y", "10.0.0.7:5002", pod).Code; code != http.StatusTooManyRequests {
 		t.Errorf("a pod's second request: %d, want 429", code)
 	}
-	if code := serve(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/y", "127.0.0.1:5003", nil).Code; code != http.StatusOK {
+	if code := serveOn(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/y", "127.0.0.1:5003", nil).Code; code != http.StatusOK {
 		t.Errorf("kubelet while pods use their budget: %d, want 200", code)
 	}
 	exec := http.Header{"Authorization": {"Bearer pod-token"}, "Upgrade": {"SPDY/3.1"}, "Connection": {"Upgrade"}}
-	if code := serve(s, http.MethodPost, "/api/v1/namespaces/default/pods/p/exec?command=sh", "10.0.0.7:5004", exec).Code; code == http.StatusTooManyRequests {
+	if code := serveOn(s, http.MethodPost, "/api/v1/namespaces/default/pods/p/exec?command=sh", "10.0.0.7:5004", exec).Code; code == http.StatusTooManyRequests {
 		t.Errorf("exec upgrade counted against the limit")
 	}
 	c.Release()
@@ -202,10 +202,10 @@ func TestTricklingBodyIsCutAndFreesItsSlot(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("trickling body: %d %s after %v, want 408 soon after 300ms", resp.StatusCode, b, time.Since(start))
 	}
-	for deadline := time.Now().Add(30 * time.Second); s.pipe.inflightNode.Load()+s.pipe.inflightOthers.Load() != 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); allInFlight(s) != 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := s.pipe.inflightNode.Load() + s.pipe.inflightOthers.Load(); n != 0 {
+	if n := allInFlight(s); n != 0 {
 		t.Fatalf("%d in flight after the cut", n)
 	}
 	// A body sent at once goes through, and the connection is not cut afterwards by the deadline:
@@ -268,12 +268,12 @@ func TestImpersonationHeadersStrippedFromNodeRequests(t *testing.T) {
 	}
 	forged := http.Header{"Impersonate-User": {"system:admin"}, "Impersonate-Group": {"system:masters"}, "Impersonate-Extra-Scopes": {"x"},
 		"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}, "X-Remote-Extra-Foo": {"bar"}}
-	if code := serve(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/x", "127.0.0.1:5000", forged).Code; code != http.StatusOK {
+	if code := serveOn(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/x", "127.0.0.1:5000", forged).Code; code != http.StatusOK {
 		t.Fatalf("node request: %d", code)
 	}
 	withToken := forged.Clone()
 	withToken.Set("Authorization", "Bearer pod")
-	if code := serve(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/x", "10.0.0.7:5000", withToken).Code; code != http.StatusOK {
+	if code := serveOn(s, http.MethodGet, "/api/v1/namespaces/default/configmaps/x", "10.0.0.7:5000", withToken).Code; code != http.StatusOK {
 		t.Fatalf("pod request: %d", code)
 	}
 	c.mu.Lock()
@@ -303,7 +303,7 @@ func TestThrottledBodyIsNotWaitedFor(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	for deadline := time.Now().Add(30 * time.Second); s.pipe.inflightNode.Load() == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); nodeInFlight(s) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	conn, err := net.Dial("tcp", proxy)
@@ -323,3 +323,7 @@ func TestThrottledBodyIsNotWaitedFor(t *testing.T) {
 		t.Fatalf("%d, want 429", resp.StatusCode)
 	}
 }
+
+func nodeInFlight(s *Server) int64   { n, _ := s.pipe.InFlight(); return n }
+func othersInFlight(s *Server) int64 { _, o := s.pipe.InFlight(); return o }
+func allInFlight(s *Server) int64    { n, o := s.pipe.InFlight(); return n + o }

@@ -21,6 +21,7 @@ import (
 	"nodehub/cache"
 	"nodehub/filter"
 	"nodehub/hub/remote"
+	"nodehub/hub/serve"
 	"nodehub/internal/certtest"
 	"nodehub/pool"
 	"nodehub/wire"
@@ -86,7 +87,7 @@ func newFakeCloud(t testing.TB) *fakeCloud {
 }
 
 func (c *fakeCloud) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == reviewPath {
+	if r.URL.Path == serve.ReviewPath {
 		c.review(w, r)
 		return
 	}
@@ -694,7 +695,7 @@ func TestProxyNodeGetFromTheWatch(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	deadline := time.Now().Add(30 * time.Second)
-	for f.hub.pipe.node.fresh(time.Now(), true) != nil {
+	for f.hub.pipe.CurrentNode() != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the copy stayed fresh after its watch ended")
 		}
@@ -703,24 +704,6 @@ func TestProxyNodeGetFromTheWatch(t *testing.T) {
 	get()
 	if n := gets(); n != 1 {
 		t.Fatalf("after the watch ended the GET goes to the cloud: %d requests", n)
-	}
-}
-
-// The copy is fresh only with an open watch that spoke within nodeFresh, and online.
-func TestNodeCopyFreshness(t *testing.T) {
-	var c nodeCopy
-	now := time.Now()
-	c.keep([]byte(nodeA(3, "v1")))
-	if c.fresh(now, true) != nil {
-		t.Fatal("fresh without a watch")
-	}
-	c.open, c.heard = 1, now
-	if c.fresh(now, true) == nil || c.fresh(now, false) != nil || c.fresh(now.Add(nodeFresh+time.Second), true) != nil {
-		t.Fatal("freshness: want fresh online within nodeFresh only")
-	}
-	c.keep([]byte(nodeA(2, "old")))
-	if !strings.Contains(string(c.fresh(now, true)), `"v1"`) {
-		t.Fatal("an older copy replaced a newer one")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"nodehub/hub/serve"
 	"nodehub/wire"
 )
 
@@ -105,7 +106,7 @@ func TestOneReviewPerNewToken(t *testing.T) {
 		f.do(t, http.MethodGet, "/version", "app/1.0", "Bearer other", "")
 	}
 	got := f.cloud.reviewed()
-	if len(got) != 2 || got[0].auth != "Bearer tok" || got[1].auth != "Bearer refused" || got[0].method != http.MethodPost || got[0].uri != reviewPath {
+	if len(got) != 2 || got[0].auth != "Bearer tok" || got[1].auth != "Bearer refused" || got[0].method != http.MethodPost || got[0].uri != serve.ReviewPath {
 		t.Fatalf("reviews: %+v; want one for tok, one for the refused token", got)
 	}
 }

@@ -41,7 +41,7 @@ func (s *Server) serveSecure(ctx context.Context, g *group, addr string, main bo
 		}
 	}
 	ln = s.boundConns(ln, "secure", true)
-	hs := s.newHTTPServer(ctx, http.HandlerFunc(s.pipe.serveBearer))
+	hs := s.newHTTPServer(ctx, http.HandlerFunc(s.pipe.ServeBearer))
 	hs.TLSConfig = &tls.Config{GetCertificate: s.cfg.ServingCert, MinVersion: tls.VersionTLS12}
 	s.log.Info("listening", "port", "secure", "addr", ln.Addr().String())
 	s.mu.Lock()

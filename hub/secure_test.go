@@ -22,13 +22,13 @@ func TestNoTokenWhereTheNodeIsNotLentIs401(t *testing.T) {
 		remote string
 		auth   string
 	}{
-		{"secure, no credentials", s.pipe.serveBearer, "127.0.0.1:5000", ""},
-		{"secure, basic auth", s.pipe.serveBearer, "10.0.0.7:5000", "Basic dXNlcjpwdw=="},
-		{"secure, empty bearer", s.pipe.serveBearer, "10.0.0.7:5000", "Bearer "},
-		{"secure, blank bearer", s.pipe.serveBearer, "10.0.0.7:5000", "Bearer   "},
+		{"secure, no credentials", s.pipe.ServeBearer, "127.0.0.1:5000", ""},
+		{"secure, basic auth", s.pipe.ServeBearer, "10.0.0.7:5000", "Basic dXNlcjpwdw=="},
+		{"secure, empty bearer", s.pipe.ServeBearer, "10.0.0.7:5000", "Bearer "},
+		{"secure, blank bearer", s.pipe.ServeBearer, "10.0.0.7:5000", "Bearer   "},
 		// What the apiserver would serve as anonymous is no bearer token here either.
-		{"secure, two spaces", s.pipe.serveBearer, "10.0.0.7:5000", "Bearer  a.b.c"},
-		{"secure, a tab", s.pipe.serveBearer, "10.0.0.7:5000", "Bearer\ta.b.c"},
+		{"secure, two spaces", s.pipe.ServeBearer, "10.0.0.7:5000", "Bearer  a.b.c"},
+		{"secure, a tab", s.pipe.ServeBearer, "10.0.0.7:5000", "Bearer\ta.b.c"},
 		{"pod's address, two spaces", s.pipe.ServeHTTP, "10.0.0.7:5000", "Bearer  a.b.c"},
 		// No loopback local address in the request's context: it came in on another address.
 		{"plain port from another host", s.pipe.ServeHTTP, "10.0.0.7:5000", ""},

@@ -1,9 +1,10 @@
-// Package hub is nodehub put together: the Server (server.go: assembly, New; lifecycle, Run)
-// with the servers (the proxy ports node clients and pods talk to, the hub's own endpoints, the
-// pool port) and the parts it composes — the remote backends and their health, the node lease,
-// the cache and the offline proxy, identity, tokens, autonomy, the pool, the topology source —
-// and the request pipeline (pipeline.go), a type of its own the Server builds and holds. Config
-// (config.go) is its contract with main; docs/ARCHITECTURE.md is the map.
+// Package hub is nodehub put together: the Server (server.go: assembly, New and its steps in
+// assemble.go; lifecycle, Run) with the servers (the proxy ports node clients and pods talk to,
+// the hub's own endpoints, the pool port) and the parts it composes — the remote backends and
+// their health, the node lease, the cache and the offline proxy, identity, tokens, autonomy, the
+// pool, the topology source — and the request pipeline (hub/serve), which the Server builds,
+// holds and hands the proxy ports' requests; it serves them. Config (config.go) is its contract
+// with main; docs/ARCHITECTURE.md is the map.
 package hub
 
 import (
@@ -12,8 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"nodehub/hub/nodelease"
 	"nodehub/hub/ota"
 	"nodehub/hub/remote"
+	"nodehub/hub/serve"
 	"nodehub/hub/tokens"
 	"nodehub/hub/topology"
 	"nodehub/node/dummyif"
@@ -40,7 +40,7 @@ type Server struct {
 	balancer *remote.Balancer
 	checker  *remote.Checker
 	lease    *nodelease.Lease
-	pipe     *pipeline // serves the proxy ports (pipeline.go)
+	pipe     *serve.Pipeline // serves the proxy ports (hub/serve)
 	metrics  *hubMetrics
 	cache    *cache.Manager
 	local    *local.Proxy
@@ -64,7 +64,8 @@ type Server struct {
 	beforeCacheClose func() // a test's look at the hub as Run closes the cache
 }
 
-// New checks the configuration and prepares the servers; nothing listens until Run.
+// New checks the configuration and prepares the servers; nothing listens until Run. The parts
+// are built in this order, each from those before it (assemble.go).
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	if err := cfg.check(); err != nil {
@@ -79,68 +80,15 @@ func New(cfg Config) (*Server, error) {
 	reg := metrics.NewRegistry()
 	s.metrics = newHubMetrics(reg)
 	s.metrics.watchCerts(cfg.Credentials.GetClientCertificate, cfg.ServingCert)
-	backends := make([]*remote.Backend, 0, len(cfg.Servers))
-	for _, addr := range cfg.Servers {
-		b, err := remote.NewBackend(addr, cfg.Credentials, cfg.HeartbeatTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("hub: server %q: %w", addr, err)
-		}
-		backends = append(backends, b)
+	if err := s.newCloud(); err != nil {
+		return nil, err
 	}
-	s.balancer = &remote.Balancer{Mode: cfg.LBMode, Backends: backends, OnRequest: s.metrics.upstream, SuspectAfter: suspectAfter}
-	s.state = newCloudState(s.balancer)
-	s.lease = nodelease.New(cfg.NodeName, cfg.KubeletGracePeriod, cfg.Log)
-	s.lease.Renewals = func(r string) { s.metrics.leaseRenewals.Inc(r) }
-	s.checker = &remote.Checker{
-		Probe: func(ctx context.Context, b *remote.Backend) error {
-			return s.lease.Heartbeat(ctx, serverAsNode{b, s.metrics})
-		},
-		Interval:         cfg.HeartbeatInterval,
-		Timeout:          cfg.HeartbeatTimeout,
-		FailedRetry:      cfg.HeartbeatFailed,
-		HealthyThreshold: cfg.HeartbeatHealthy,
-		OnReach:          s.metrics.reach,
-		OnChange: func(b *remote.Backend, st remote.State) {
-			s.metrics.serverHealth(b, st == remote.Healthy)
-			if s.state.update() {
-				s.log.Info("cloud reachability changed", "online", s.state.Online())
-			}
-		},
-		Log: cfg.Log,
+	if err := s.openCache(); err != nil {
+		return nil, err
 	}
-	if cfg.CacheDir != "" {
-		store, err := cache.Open(cfg.CacheDir, cfg.Log)
-		if err != nil {
-			return nil, fmt.Errorf("hub: %w", err)
-		}
-		store.SetMaxBytes(cfg.CacheMaxBytes)
-		w := cache.NewWriter(store, cache.DefaultQueueBytes, cfg.Log)
-		w.Delay = cfg.CacheSyncInterval
-		w.MaxBytes = cfg.CacheMaxBytes
-		w.OnFull = func(r cache.Resource) { s.metrics.cacheFull.Inc(r.Resource) }
-		w.OnDrop = func(r cache.Resource) { s.metrics.cacheDropped.Inc(r.Resource) }
-		s.auto = &autonomy.Condition{Write: s.writeAutonomy, Online: s.state.Online, Log: cfg.Log, FilesWritten: func() int64 { return store.Stats().FilesWritten }}
-		w.OnError = func(r cache.Resource, err error) {
-			s.metrics.cacheErrors.Inc(r.Resource)
-			s.auto.CacheError(err)
-		}
-		policy := cfg.CachePolicy
-		policy.Shared = sharedResources(cfg.Pool.Resources)
-		s.cache = &cache.Manager{Policy: policy, Store: store, Writer: w}
-		s.metrics.watchCache(s.cache)
-		s.local = &local.Proxy{Store: store, NodeName: cfg.NodeName, Online: s.state.Online, Changed: s.state.Changed, Tokens: s.tokens, TokenServed: s.ids.Vouch, Log: cfg.Log,
-			KubeletNode: s.auto.Node}
-		s.newFixer()
+	if err := s.newFilters(); err != nil {
+		return nil, err
 	}
-	s.topo = topology.New(cfg.NodePoolName, s.ownFetch("topology"), cfg.Log)
-	s.topo.Returned = s.state.Returned
-	s.topo.Services = s.sharedServices
-	cfg.Filters.Topology = s.topo
-	fs, err := filter.New(cfg.Filters)
-	if err != nil {
-		return nil, fmt.Errorf("hub: filters: %w", err)
-	}
-	s.filters = fs
 	if d := cfg.DummyIf; d.Enabled {
 		s.dummy = &dummyif.Link{Name: d.Name, IP: d.IP, Log: cfg.Log, OnEnsure: s.metrics.dummyEnsured}
 	}
@@ -152,44 +100,11 @@ func New(cfg Config) (*Server, error) {
 	if s.pool != nil {
 		s.pm.watchStores(reg, s.pool)
 	}
-	s.pipe = newPipeline(pipelineDeps{
-		log: s.log, nodeName: cfg.NodeName, creds: cfg.Credentials,
-		maxInFlight: cfg.MaxInFlight, bodyTimeout: cfg.BodyTimeout, headerTimeout: cfg.HeartbeatTimeout,
-		state: s.state, balancer: s.balancer, lease: s.lease, metrics: s.metrics, pm: s.pm,
-		cache: s.cache, local: s.local, filters: s.filters, topo: s.topo, pool: s.pool,
-		ids: s.ids, tokens: s.tokens, auto: s.auto, fix: s.fix,
-	})
+	s.pipe = s.newPipeline()
 	if s.auto != nil {
-		s.auto.Current = s.currentNode // evaluated when kubelet reads nothing of its node
+		s.auto.Current = s.pipe.CurrentNode // evaluated when kubelet reads nothing of its node
 	}
 	return s, nil
-}
-
-// tokensDir is where the token store keeps its files, under --root-dir.
-const tokensDir = "tokens"
-
-// openTokens opens the token store under --root-dir; it refuses a place inside the cache directory
-// (a component's cache can be dropped or read back by other tools; tokens must not).
-func openTokens(cfg Config) (*tokens.Store, error) {
-	dir := ""
-	if cfg.RootDir != "" {
-		dir = filepath.Join(cfg.RootDir, tokensDir)
-		if cfg.CacheDir != "" && within(dir, cfg.CacheDir) {
-			return nil, fmt.Errorf("hub: the token store %s may not be inside the cache directory %s (set --root-dir elsewhere)", dir, cfg.CacheDir)
-		}
-	}
-	s, err := tokens.Open(dir, tokens.Options{Log: cfg.Log})
-	if err != nil {
-		return nil, fmt.Errorf("hub: %w", err)
-	}
-	return s, nil
-}
-
-// within reports whether path is dir or below it, comparing the cleaned names (the flags name
-// both from the same working directory).
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // Bounds on what a client may send, on every port the hub serves.
@@ -239,6 +154,12 @@ func (s *Server) started(ctx context.Context) {
 	}
 	s.cfg.Started()
 }
+
+// suspectAfter is how long a forwarded request waits for its answer before the server is reached
+// at once (see remote.Balancer.SuspectAfter): with a reach's 1.5 s floor, a black-holed link is
+// noticed ~1.8 s after a client's first request into it (goal: a client restarted into an outage
+// served within 2 s). A slow answer costs a reach (a resumed handshake, rate-limited), never a verdict.
+const suspectAfter = 300 * time.Millisecond
 
 // startedWithin bounds the start-up phase Config.Started ends.
 const startedWithin = 2 * time.Minute

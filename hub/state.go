@@ -58,10 +58,10 @@ func (s *cloudState) begin(now time.Time) {
 }
 
 // Online reports whether the cloud is known to be reachable.
-func (s *cloudState) Online() bool { return s.get() == remote.Healthy }
+func (s *cloudState) Online() bool { return s.Current() == remote.Healthy }
 
 // unreachable reports whether the cloud is known to be unreachable (a verdict: not merely none yet).
-func (s *cloudState) unreachable() bool { return s.get() == remote.Unhealthy }
+func (s *cloudState) unreachable() bool { return s.Current() == remote.Unhealthy }
 
 // answeredOnce reports whether some server answered a probe once since the start.
 func (s *cloudState) answeredOnce() bool {
@@ -78,8 +78,8 @@ func (s *cloudState) answeredOnce() bool {
 // reports whether that changed.
 func (s *cloudState) update() bool { return s.set(s.servers.State()) }
 
-// get is Healthy (online), Unhealthy (offline) or Unknown (no verdict yet).
-func (s *cloudState) get() remote.State {
+// Current is Healthy (online), Unhealthy (offline) or Unknown (no verdict yet).
+func (s *cloudState) Current() remote.State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state
@@ -107,16 +107,16 @@ func (s *cloudState) OnlineSince() time.Time {
 	return s.since
 }
 
-// onlinePeriod returns a context that ends when the cloud next turns offline.
-func (s *cloudState) onlinePeriod() context.Context {
+// OnlinePeriod returns a context that ends when the cloud next turns offline.
+func (s *cloudState) OnlinePeriod() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.period
 }
 
-// settle waits, while the state is Unknown, until it changes or the cold-start wait ends (or ctx
+// Settle waits, while the state is Unknown, until it changes or the cold-start wait ends (or ctx
 // does), and returns the state then.
-func (s *cloudState) settle(ctx context.Context) remote.State {
+func (s *cloudState) Settle(ctx context.Context) remote.State {
 	s.mu.Lock()
 	st, ch, left := s.state, s.changed, time.Until(s.coldEnd)
 	s.mu.Unlock()
@@ -130,7 +130,7 @@ func (s *cloudState) settle(ctx context.Context) remote.State {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return s.get()
+	return s.Current()
 }
 
 // verdict waits, while the state is Unknown, until the first probe's verdict (or ctx ends), and

@@ -12,13 +12,13 @@ func TestCloudStateStartsUnknown(t *testing.T) {
 	s := newCloudState(&remote.Balancer{})
 	begun := time.Now()
 	s.begin(begun)
-	if s.get() != remote.Unknown || s.Online() {
-		t.Fatalf("start: %v", s.get())
+	if s.Current() != remote.Unknown || s.Online() {
+		t.Fatalf("start: %v", s.Current())
 	}
-	period := s.onlinePeriod()
+	period := s.OnlinePeriod()
 	// A read made before the first verdict waits for it until the cold-start wait ends, not until
 	// a verdict comes (never, here). The upper bound is only there to fail rather than hang.
-	if st := s.settle(context.Background()); st != remote.Unknown {
+	if st := s.Settle(context.Background()); st != remote.Unknown {
 		t.Fatalf("settle: %v", st)
 	}
 	if d := time.Since(begun); d < coldWait || d > coldWait+10*time.Second {
@@ -29,7 +29,7 @@ func TestCloudStateStartsUnknown(t *testing.T) {
 	var fastest time.Duration = time.Hour
 	for range 3 {
 		start := time.Now()
-		s.settle(context.Background())
+		s.Settle(context.Background())
 		fastest = min(fastest, time.Since(start))
 	}
 	if fastest >= coldWait {
@@ -41,7 +41,7 @@ func TestCloudStateStartsUnknown(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		s.set(remote.Healthy)
 	}()
-	if st := s.settle(context.Background()); st != remote.Healthy {
+	if st := s.Settle(context.Background()); st != remote.Healthy {
 		t.Fatalf("settle with a verdict: %v", st)
 	}
 	if period.Err() != nil {
@@ -60,7 +60,7 @@ func TestCloudStateStartsUnknown(t *testing.T) {
 		t.Fatal("no change reported as one")
 	}
 	s.set(remote.Healthy)
-	if s.onlinePeriod().Err() != nil || !s.Online() {
+	if s.OnlinePeriod().Err() != nil || !s.Online() {
 		t.Fatal("back online without a new period")
 	}
 }
@@ -68,7 +68,7 @@ func TestCloudStateStartsUnknown(t *testing.T) {
 // Going offline from the cold start (the first probe failed) ends what was forwarded meanwhile.
 func TestCloudStateUnknownToOffline(t *testing.T) {
 	s := newCloudState(&remote.Balancer{})
-	p := s.onlinePeriod()
+	p := s.OnlinePeriod()
 	s.set(remote.Unhealthy)
 	if p.Err() == nil {
 		t.Fatal("requests forwarded before the first verdict not cancelled when it is offline")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -496,18 +495,5 @@ func (p *Pool) count(source string, req *http.Request, resp *http.Response) {
 		return
 	}
 	res := Of(ri)
-	resp.Body = &countingBody{ReadCloser: resp.Body, add: func(n int) { p.cfg.OnBytes(source, res, n) }}
-}
-
-type countingBody struct {
-	io.ReadCloser
-	add func(int)
-}
-
-func (c *countingBody) Read(b []byte) (int, error) {
-	n, err := c.ReadCloser.Read(b)
-	if n > 0 {
-		c.add(n)
-	}
-	return n, err
+	resp.Body = &wire.CountingBody{ReadCloser: resp.Body, Count: func(n int) { p.cfg.OnBytes(source, res, n) }}
 }

@@ -24,7 +24,7 @@ import (
 // brokenCloudRSSBound is the peak RSS (VmHWM) nodehub may reach over the whole broken-cloud
 // suite at default flags. What it is made of: the idle hub (~12 MiB), one object or frame held
 // whole by a splitter up to wire.MaxObjectBytes (16 MiB) plus the copy handed on, and a filtered
-// list read whole up to 32 MiB (hub/filter.go) — the hostile answers below hit each of them, one
+// list read whole up to 32 MiB (hub/serve/filter.go) — the hostile answers below hit each of them, one
 // at a time — and the Go heap's headroom over what is live (GOGC=100).
 const brokenCloudRSSBound = 128 << 10 // KiB (measured: 91 MiB)
 

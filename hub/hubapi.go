@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"nodehub/hub/serve"
 )
 
 // hubMux serves the hub's own endpoints on --bind-address:--serve-port, guarded by loopbackOnly.
@@ -35,7 +37,7 @@ func (s *Server) hubMux() http.Handler {
 // list and pprof are for the node itself.
 func (s *Server) loopbackOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fromLoopback(r) || r.Method == http.MethodGet && (r.URL.Path == "/v1/healthz" || r.URL.Path == "/v1/readyz" ||
+		if serve.FromLoopback(r) || r.Method == http.MethodGet && (r.URL.Path == "/v1/healthz" || r.URL.Path == "/v1/readyz" ||
 			r.URL.Path == "/metrics" && s.cfg.RemoteMetrics) {
 			h.ServeHTTP(w, r)
 			return

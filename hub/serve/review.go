@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // count as purpose "own" (nodehub_cloud_bytes_total).
 
 const (
-	reviewPath = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+	ReviewPath = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 	reviewBody = `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`
 	// reviewTimeout bounds the question; the answer it holds back waits at most this long.
 	reviewTimeout   = 5 * time.Second
@@ -38,7 +38,7 @@ const (
 // and nothing else of it, through that server's transport for the clients' own credentials
 // (Passthrough), over its HTTP/2 connection: the request's own connection is busy with the answer
 // the review holds back.
-func (p *pipeline) askWho(out *http.Request) identity.Ask {
+func (p *Pipeline) askWho(out *http.Request) identity.Ask {
 	return func(ctx context.Context) (identity.User, error) {
 		b := p.backendOf(out.URL.Host)
 		if b == nil {
@@ -46,7 +46,7 @@ func (p *pipeline) askWho(out *http.Request) identity.Ask {
 		}
 		ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, reviewPath, strings.NewReader(reviewBody))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ReviewPath, strings.NewReader(reviewBody))
 		if err != nil {
 			return identity.User{}, err
 		}
@@ -54,7 +54,7 @@ func (p *pipeline) askWho(out *http.Request) identity.Ask {
 		req.Header.Set("Content-Type", wire.MediaJSON)
 		req.Header.Set("Accept", wire.MediaJSON)
 		req.Header.Set("User-Agent", "nodehub/identity")
-		resp, err := countPurpose(p.metrics, "own", req)(b.RoundTrip(remote.Route{Identity: remote.Passthrough, Stream: true}, req))
+		resp, err := CountPurpose(p.Metrics.Purpose, "own", req)(b.RoundTrip(remote.Route{Identity: remote.Passthrough, Stream: true}, req))
 		if err != nil {
 			return identity.User{}, err
 		}
@@ -64,8 +64,8 @@ func (p *pipeline) askWho(out *http.Request) identity.Ask {
 }
 
 // backendOf returns the server at host, or nil.
-func (p *pipeline) backendOf(host string) *remote.Backend {
-	for _, b := range p.balancer.Backends {
+func (p *Pipeline) backendOf(host string) *remote.Backend {
+	for _, b := range p.Balancer.Backends {
 		if b.URL.Host == host {
 			return b
 		}
@@ -98,4 +98,21 @@ func readReview(resp *http.Response) (identity.User, error) {
 		return identity.User{}, fmt.Errorf("review: not a SelfSubjectReview: %v", err)
 	}
 	return review.Status.UserInfo, nil
+}
+
+// CountPurpose counts a request's body and its answer's as purpose (nodehub_cloud_bytes_total)
+// through count (nil: nothing counted).
+func CountPurpose(count func(purpose, direction string) func(int), purpose string, req *http.Request) func(*http.Response, error) (*http.Response, error) {
+	return func(resp *http.Response, err error) (*http.Response, error) {
+		if count == nil {
+			return resp, err
+		}
+		if req.ContentLength > 0 {
+			count(purpose, "sent")(int(req.ContentLength))
+		}
+		if err == nil {
+			resp.Body = &wire.CountingBody{ReadCloser: resp.Body, Count: count(purpose, "received")}
+		}
+		return resp, err
+	}
 }

@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"context"
@@ -26,16 +26,15 @@ import (
 //     own that came over loopback — and whose cache it reads and fills
 //  4. route     the node's Lease from the hub's copy (hub/nodelease); kubelet's GET of its node
 //     from the copy a live watch of it keeps, while fresh (nodecopy.go); a pool-scope list or watch
-//     from the shared store (pool.go); offline, or a cold read, from the cache (hub/local);
+//     from the shared store (servePool); offline, or a cold read, from the cache (hub/local);
 //     offline without a cache: 503; else to the cloud
 //  5. chain     the filters its answer goes through (for the pool and the cloud routes; the
 //     cache holds filtered answers); servicetopology's waits for the topology (503 past 10 s)
 //  6. forward   to a healthy server through httputil.ReverseProxy and the balancer (forward.go);
-//     on the cloud's answer (respond): count it, keep a token, filter it, set the autonomy
-//     condition, learn the ServiceAccount the cloud accepted, tee it into the cache
-//     (keep.go); without an answer (fallback): the cache, the offline answer to a write, or 503
+//     on the cloud's answer, respond's steps (respond.go); without an answer, fallback: the
+//     cache, the offline answer to a write, or 503
 //  7. answer    streamed to the client, each watch event flushed at once
-func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := p.accept(w, r)
 	if q == nil {
 		return
@@ -47,7 +46,7 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.identify(q)
 	switch p.route(q) {
 	case routeLease:
-		p.lease.ServeHTTP(q.w, q.r, q.ri)
+		p.Lease.ServeHTTP(q.w, q.r, q.ri)
 	case routeNodeCopy:
 		if !p.serveNodeCopy(q) {
 			p.chainFor(q)
@@ -68,9 +67,9 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveBearer admits a request on the secure port only with a bearer token, which is forwarded
+// ServeBearer admits a request on the secure port only with a bearer token, which is forwarded
 // as is: pods act as their ServiceAccount there, never as the node.
-func (p *pipeline) serveBearer(w http.ResponseWriter, r *http.Request) {
+func (p *Pipeline) ServeBearer(w http.ResponseWriter, r *http.Request) {
 	if !hasBearer(r.Header.Get("Authorization")) {
 		p.unauthorized(w, r, "secure", "nodehub: the secure port needs a bearer token (a ServiceAccount token); the node's identity is never lent here")
 		return
@@ -82,7 +81,7 @@ func (p *pipeline) serveBearer(w http.ResponseWriter, r *http.Request) {
 // pods arrive, or any address of a port bound wider — must bring its own bearer token, which
 // goes to the cloud as is; without one it gets 401 and never the node's identity, whatever its
 // source address. nil when it was answered.
-func (p *pipeline) accept(w http.ResponseWriter, r *http.Request) *proxyRequest {
+func (p *Pipeline) accept(w http.ResponseWriter, r *http.Request) *proxyRequest {
 	from := originOf(r)
 	if !from.loopback && !hasBearer(r.Header.Get("Authorization")) {
 		p.unauthorized(w, r, "proxy", "nodehub: requests on this address must carry a bearer token (a ServiceAccount token); the node's identity is only lent over loopback")
@@ -96,13 +95,13 @@ func (p *pipeline) accept(w http.ResponseWriter, r *http.Request) *proxyRequest 
 	}
 	q := &proxyRequest{w: &recorder{ResponseWriter: w}, r: r, ri: ri, start: start, from: from}
 	q.ctx, q.cancel = context.WithCancel(r.Context())
-	p.metrics.inflight(ri, 1)
+	p.Metrics.Inflight(ri, 1)
 	return q
 }
 
 // unauthorized answers 401 with a Status and counts it by port.
-func (p *pipeline) unauthorized(w http.ResponseWriter, r *http.Request, port, msg string) {
-	p.metrics.unauthorized.Inc(port)
+func (p *Pipeline) unauthorized(w http.ResponseWriter, r *http.Request, port, msg string) {
+	p.Metrics.Unauthorized(port)
 	closeUnread(w, r)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="nodehub"`)
 	wire.WriteStatus(w, wire.NegotiateAccept(r.Header.Get("Accept")), http.StatusUnauthorized, msg)
@@ -110,21 +109,21 @@ func (p *pipeline) unauthorized(w http.ResponseWriter, r *http.Request, port, ms
 
 // end is the last step of every accepted request: what the others set up is undone, and the
 // request is counted with the status it got.
-func (p *pipeline) end(q *proxyRequest) {
+func (p *Pipeline) end(q *proxyRequest) {
 	for i := len(q.cleanup) - 1; i >= 0; i-- {
 		q.cleanup[i]()
 	}
 	q.cancel()
-	p.metrics.inflight(q.ri, -1)
-	p.metrics.request(q.ri, q.w.code(), time.Since(q.start))
+	p.Metrics.Inflight(q.ri, -1)
+	p.Metrics.Request(q.ri, q.w.code(), time.Since(q.start))
 }
 
 // admit is step 2: past MaxInFlight short requests of its budget a request gets 429 with
 // Retry-After (watches and real upgrades do not count; the node's own clients and everyone else
 // have a budget each, so pods cannot starve kubelet); a body gets its deadline.
-func (p *pipeline) admit(q *proxyRequest) bool {
+func (p *Pipeline) admit(q *proxyRequest) bool {
 	r, ri := q.r, q.ri
-	if max := int64(p.maxInFlight); max > 0 && ri.Verb != wire.VerbWatch && !isUpgrade(r, ri) {
+	if max := int64(p.MaxInFlight); max > 0 && ri.Verb != wire.VerbWatch && !isUpgrade(r, ri) {
 		budget, who := &p.inflightOthers, "others"
 		if q.from.node {
 			budget, who = &p.inflightNode, "node"
@@ -132,7 +131,7 @@ func (p *pipeline) admit(q *proxyRequest) bool {
 		n := budget.Add(1)
 		q.onEnd(func() { budget.Add(-1) })
 		if n > max {
-			p.metrics.throttled.Inc(who)
+			p.Metrics.Throttled(who)
 			closeUnread(q.w, r)
 			q.w.Header().Set("Retry-After", "1")
 			wire.WriteStatus(q.w, ri.Accept, http.StatusTooManyRequests, "nodehub: too many requests in flight; try again")
@@ -145,13 +144,13 @@ func (p *pipeline) admit(q *proxyRequest) bool {
 
 // identify is step 3: the identity the request is forwarded with, and (with a cache) whose cache
 // it reads and fills.
-func (p *pipeline) identify(q *proxyRequest) {
+func (p *Pipeline) identify(q *proxyRequest) {
 	q.id = q.from.identity()
-	if p.local != nil {
+	if p.Local != nil {
 		var own string
 		own, q.cred = p.cacheOwner(q.ri, q.r, q.id)
 		node := q.id == remote.Node
-		q.local = &local.Request{Info: q.ri, Own: own, Shared: node, Vouched: node || p.ids.Vouched(q.cred)}
+		q.local = &local.Request{Info: q.ri, Own: own, Shared: node, Vouched: node || p.IDs.Vouched(q.cred)}
 	}
 }
 
@@ -159,12 +158,12 @@ func (p *pipeline) identify(q *proxyRequest) {
 // requests made with the node's identity; for requests that brought their own credential, one of
 // that credential's (identity.Table.Owner), so nothing cached for one identity is read back for
 // another.
-func (p *pipeline) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, identity.Credential) {
+func (p *Pipeline) cacheOwner(ri *wire.RequestInfo, r *http.Request, id remote.Identity) (string, identity.Credential) {
 	comp := ownerComponent(ri)
 	if id == remote.Node {
 		return comp, identity.Credential{}
 	}
-	return p.ids.Owner(comp, r.Header.Get("Authorization"))
+	return p.IDs.Owner(comp, r.Header.Get("Authorization"))
 }
 
 // ownerComponent is the component part of a cache owner's name. "@" separates a component from a
@@ -186,19 +185,19 @@ const (
 
 // route is step 4. The node's Lease and the shared stores answer the node's own clients online
 // or not; the cloud's state decides the rest.
-func (p *pipeline) route(q *proxyRequest) route {
+func (p *Pipeline) route(q *proxyRequest) route {
 	if q.id == remote.Node && !cborOnly(q.ri, q.r) { // CBOR alone: the cloud's answer or 406 (cbor.go)
-		if p.lease.Owns(q.ri) {
+		if p.Lease.Owns(q.ri) {
 			return routeLease
 		}
-		if p.isOwnNodeGet(q.ri) && p.node.fresh(time.Now(), p.state.Online()) != nil {
+		if p.isOwnNodeGet(q.ri) && p.node.fresh(time.Now(), p.Cloud.Online()) != nil {
 			return routeNodeCopy
 		}
-		if q.store = p.pool.Store(q.ri); q.store != nil {
+		if q.store = p.Pool.Store(q.ri); q.store != nil {
 			return routePool
 		}
 	}
-	st := p.state.get()
+	st := p.Cloud.Current()
 	switch {
 	case q.local != nil && (st == remote.Unhealthy || st == remote.Unknown && p.coldRead(q.r, q.local)):
 		return routeLocal
@@ -209,59 +208,67 @@ func (p *pipeline) route(q *proxyRequest) route {
 }
 
 // coldRead reports whether a request made before the first probe's verdict is a read the cache
-// answers: it waits a moment for the verdict (see cloudState.settle), then is served from the
+// answers: it waits a moment for the verdict (see Cloud.Settle), then is served from the
 // cache unless the cloud turned out reachable. Writes and what the cache cannot answer go to the
 // cloud.
-func (p *pipeline) coldRead(r *http.Request, lreq *local.Request) bool {
+func (p *Pipeline) coldRead(r *http.Request, lreq *local.Request) bool {
 	v := lreq.Info.Verb
 	read := v == wire.VerbGet || v == wire.VerbList || v == wire.VerbWatch && lreq.Info.SendInitialEvents // a watch-list is a list
-	if !read || !p.local.CanAnswer(r, lreq) {
+	if !read || !p.Local.CanAnswer(r, lreq) {
 		return false
 	}
-	return p.state.settle(r.Context()) != remote.Healthy
+	return p.Cloud.Settle(r.Context()) != remote.Healthy
 }
 
-// chain returns the filter chain for a request of the hub's own (nil when no filter applies),
-// counted in /metrics: the re-list of kubelet's pods (relistNodePods), filtered as the proxy's.
-func (p *pipeline) chain(ri *wire.RequestInfo) *filter.Chain { return p.counted(p.filters.For(ri)) }
+// FilterAsProxied runs the cloud's answer to a request of the hub's own through the filters the
+// proxy's answer to ri goes through, counted in /metrics: the re-list of kubelet's pods
+// (relistNodePods), filtered as the proxy's.
+func (p *Pipeline) FilterAsProxied(ri *wire.RequestInfo, resp *http.Response) {
+	if chain := p.counted(p.Filters.For(ri)); chain != nil && resp.StatusCode == http.StatusOK {
+		p.filter(chain, ri, resp)
+	}
+}
 
 // counted has c's filter errors and actions counted in /metrics.
-func (p *pipeline) counted(c *filter.Chain) *filter.Chain {
+func (p *Pipeline) counted(c *filter.Chain) *filter.Chain {
 	if c == nil {
 		return nil
 	}
-	c.OnError = func(name string) { p.metrics.filterErrors.Inc(name) }
+	c.OnError = func(name string) { p.Metrics.FilterError(name) }
 	c.OnChange = func(name string, v filter.Verdict) {
 		action := "changed"
 		if v == filter.Drop {
 			action = "removed"
 		}
-		p.metrics.filterActions.Inc(name, action)
+		p.Metrics.FilterAction(name, action)
 	}
 	return c
 }
 
 // serveLocal answers a request from the cache (routeLocal).
-func (p *pipeline) serveLocal(q *proxyRequest) {
-	p.metrics.offline.Inc(verbLabel(q.ri.Verb))
-	p.local.ServeHTTP(q.w, q.r, q.local)
+func (p *Pipeline) serveLocal(q *proxyRequest) {
+	p.Metrics.Offline(q.ri.Verb)
+	p.Local.ServeHTTP(q.w, q.r, q.local)
 }
 
 // servePool answers a local client's list or watch of a pool-scope resource from the shared
 // store (routePool), each object through the request's filter chain.
-func (p *pipeline) servePool(q *proxyRequest) {
+func (p *Pipeline) servePool(q *proxyRequest) {
 	ri := q.ri
-	sv := pool.Serving{Info: ri, Revisions: p.fixRevisions(ri)}
+	sv := pool.Serving{Info: ri}
+	if w := p.Fix.StoreRevisions(ri); w != nil {
+		sv.Revisions = w
+	}
 	if chain := q.chain; chain != nil {
 		sv.Transform = func(raw []byte) ([]byte, bool) {
 			out, v := chain.Apply(raw)
 			return out, v == filter.Drop
 		}
 	}
-	p.pm.served.Inc(ri.Verb, ri.Resource)
+	p.Metrics.PoolServed(ri.Verb, ri.Resource)
 	if ri.Verb == wire.VerbWatch {
-		p.pm.clients.Add(1)
-		defer p.pm.clients.Add(-1)
+		p.Metrics.PoolWatches(1)
+		defer p.Metrics.PoolWatches(-1)
 		q.store.ServeWatch(q.w, q.r.WithContext(q.ctx), sv)
 		return
 	}
@@ -274,8 +281,8 @@ func (p *pipeline) servePool(q *proxyRequest) {
 // re-filtered slices. A chain using servicetopology waits for the topology to be loaded (up to
 // topologyWait; then 503 with Retry-After): an answer filtered with an empty topology would hold
 // every node's endpoints. false when the request was answered.
-func (p *pipeline) chainFor(q *proxyRequest) bool {
-	q.chain = p.counted(p.fixChain(q, p.filters.For(q.ri)))
+func (p *Pipeline) chainFor(q *proxyRequest) bool {
+	q.chain = p.counted(p.Fix.Chain(p.Filters.For(q.ri), q.ri, q.store != nil))
 	if q.chain == nil {
 		return true
 	}
@@ -289,7 +296,7 @@ func (p *pipeline) chainFor(q *proxyRequest) bool {
 		return false
 	}
 	if q.ri.Verb == wire.VerbWatch && q.chain.Uses("servicetopology") {
-		stop := context.AfterFunc(p.topo.Changes(), q.cancel)
+		stop := context.AfterFunc(p.Topo.Changes(), q.cancel)
 		q.onEnd(func() { stop() })
 	}
 	return true
@@ -300,16 +307,16 @@ func (p *pipeline) chainFor(q *proxyRequest) bool {
 const topologyWait = 10 * time.Second
 
 // waitTopology waits until the topology is loaded, topologyWait at most (or ctx ends).
-func (p *pipeline) waitTopology(ctx context.Context) bool {
+func (p *Pipeline) waitTopology(ctx context.Context) bool {
 	select {
-	case <-p.topo.Synced():
+	case <-p.Topo.Synced():
 		return true
 	default:
 	}
 	t := time.NewTimer(topologyWait)
 	defer t.Stop()
 	select {
-	case <-p.topo.Synced():
+	case <-p.Topo.Synced():
 		return true
 	case <-t.C:
 	case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"nodehub/cache"
 	"time"
 
+	"nodehub/hub/serve"
 	"nodehub/pool"
 	"nodehub/wire"
 )
@@ -78,7 +79,7 @@ func (s *Server) poolTee(req *http.Request, resp *http.Response) {
 		return
 	}
 	ri.Component = cache.SelfComponent
-	keep(s.cache, ri, ri.Component, resp)
+	serve.Keep(s.cache, ri, ri.Component, resp)
 }
 
 // sharedResources are the resources cached for every client, whatever --cache-agents lists: the

@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"bytes"
@@ -36,13 +36,13 @@ type readCloser struct {
 // writeFallback answers a write the cloud left unanswered from the offline proxy: a token request
 // always (the kept token is the right answer either way), others when no cloud server is healthy.
 // It reports whether it answered.
-func (p *pipeline) writeFallback(w http.ResponseWriter, q *proxyRequest) bool {
-	if q.local == nil || q.kept == nil || !isTokenRequest(q.ri) && p.state.Online() {
+func (p *Pipeline) writeFallback(w http.ResponseWriter, q *proxyRequest) bool {
+	if q.local == nil || q.kept == nil || !isTokenRequest(q.ri) && p.Cloud.Online() {
 		return false
 	}
-	p.metrics.offline.Inc(q.ri.Verb)
+	p.Metrics.Offline(q.ri.Verb)
 	r := q.r.WithContext(q.r.Context())
 	r.Body = io.NopCloser(bytes.NewReader(q.kept))
-	p.local.ServeHTTP(w, r, q.local)
+	p.Local.ServeHTTP(w, r, q.local)
 	return true
 }

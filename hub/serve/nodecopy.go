@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"bytes"
@@ -146,26 +146,26 @@ func (b *nodeWatchBody) end() {
 }
 
 // isOwnNodeGet reports whether a request is kubelet's GET of this node with the node's identity.
-func (p *pipeline) isOwnNodeGet(ri *wire.RequestInfo) bool {
+func (p *Pipeline) isOwnNodeGet(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Verb == wire.VerbGet && ri.Group == "" && ri.Resource == "nodes" && ri.Subresource == "" &&
-		ri.Name == p.nodeName && ri.Component == "kubelet"
+		ri.Name == p.NodeName && ri.Component == "kubelet"
 }
 
 // isOwnNodeWatch reports whether a request is a watch of exactly this node (by name).
-func (p *pipeline) isOwnNodeWatch(ri *wire.RequestInfo) bool {
+func (p *Pipeline) isOwnNodeWatch(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Verb == wire.VerbWatch && ri.Group == "" && ri.Resource == "nodes" && ri.Subresource == "" &&
 		ri.Namespace == "" && ri.LabelSelector == "" && ri.Accept.As == "" &&
-		(ri.FieldSelector == "metadata.name="+p.nodeName || ri.Name == p.nodeName)
+		(ri.FieldSelector == "metadata.name="+p.NodeName || ri.Name == p.NodeName)
 }
 
 // serveNodeCopy answers kubelet's GET of its node from the copy when it is fresh, with the
 // Autonomy condition set as on the cloud's answer; false when the cloud must answer.
-func (p *pipeline) serveNodeCopy(q *proxyRequest) bool {
+func (p *Pipeline) serveNodeCopy(q *proxyRequest) bool {
 	ri := q.ri
 	if ri.Accept.As != "" || ri.ResourceVersion != "" && ri.ResourceVersion != "0" {
 		return false
 	}
-	raw := p.node.fresh(time.Now(), p.state.Online())
+	raw := p.node.fresh(time.Now(), p.Cloud.Online())
 	if raw == nil {
 		return false
 	}
@@ -174,10 +174,10 @@ func (p *pipeline) serveNodeCopy(q *proxyRequest) bool {
 	if err != nil {
 		return false
 	}
-	if p.auto != nil {
-		out = p.auto.Node(out)
+	if p.Auto != nil {
+		out = p.Auto.Node(out)
 	}
-	p.metrics.nodeFromWatch.Inc()
+	p.Metrics.NodeFromWatch()
 	h := q.w.Header()
 	h.Set("Content-Type", wire.MediaJSON)
 	if pb {

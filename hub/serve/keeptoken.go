@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ func isTokenRequest(ri *wire.RequestInfo) bool {
 	return ri.IsResource && ri.Verb == wire.VerbCreate && ri.Group == "" && ri.Resource == "serviceaccounts" && ri.Subresource == "token"
 }
 
-// recordToken keeps the token of a successful answer to a token request whose body was peeked.
-// The answer is read whole (a TokenRequest is small) and passed on unchanged.
-func (p *pipeline) recordToken(q *proxyRequest, resp *http.Response) {
-	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > tokens.MaxBody {
+// recordToken keeps the token of a successful answer to a token request whose body was peeked
+// (q.caller set). The answer is read whole (a TokenRequest is small) and passed on unchanged.
+func (p *Pipeline) recordToken(q *proxyRequest, resp *http.Response) {
+	if q.caller == "" || resp.StatusCode != http.StatusCreated || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > tokens.MaxBody {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, tokens.MaxBody+1))
@@ -37,6 +37,6 @@ func (p *pipeline) recordToken(q *proxyRequest, resp *http.Response) {
 	if err != nil {
 		return
 	}
-	p.tokens.Put(tokens.KeyOf(q.caller, q.ri.Namespace, q.ri.Name, req), e)
-	p.ids.Vouch(e.Token)
+	p.Tokens.Put(tokens.KeyOf(q.caller, q.ri.Namespace, q.ri.Name, req), e)
+	p.IDs.Vouch(e.Token)
 }

@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ const maxFilteredList = 32 << 20
 // unchanged, when no object was touched). A get or list answer that cannot be read whole — over
 // its bound, cut short, not valid gzip, not a list — becomes a 502 Status before any byte of it
 // reaches the client: never a 200 with a cut or unfiltered body.
-func (p *pipeline) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Response) {
+func (p *Pipeline) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.Response) {
 	media := wire.ParseMediaType(resp.Header.Get("Content-Type"))
 	if media.Type != wire.MediaJSON && media.Type != wire.MediaProtobuf {
 		return
@@ -40,7 +40,7 @@ func (p *pipeline) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.
 	}
 	body, err := readFiltered(resp, limit)
 	if err != nil {
-		p.metrics.filterErrors.Inc("body")
+		p.Metrics.FilterError("body")
 		badGateway(resp, ri, media, fmt.Errorf("nodehub: the cloud's answer could not be read: %w", err))
 		return
 	}
@@ -54,7 +54,7 @@ func (p *pipeline) filter(chain *filter.Chain, ri *wire.RequestInfo, resp *http.
 	case err != nil:
 		// A list the filters cannot split is one they cannot filter either: passing it on would
 		// give the client what its filters exist to keep from it.
-		p.metrics.filterErrors.Inc("body")
+		p.Metrics.FilterError("body")
 		badGateway(resp, ri, media, fmt.Errorf("nodehub: the cloud's answer could not be filtered: %w", err))
 		return
 	}

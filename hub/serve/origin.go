@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"net"
@@ -10,7 +10,7 @@ import (
 
 // Whether a request is the node's own is decided here, once, as it arrives (the pipeline's accept
 // step), from its addresses and its credential; every later step reads the answer (proxyRequest's
-// from and id), and the hub API asks the same question (fromLoopback). The node's identity is lent
+// from and id), and the hub API asks the same question (FromLoopback). The node's identity is lent
 // only to the node itself: a request on the plain port, over loopback from loopback, without a
 // credential of its own.
 
@@ -44,9 +44,9 @@ func (o origin) identity() remote.Identity {
 	return remote.Passthrough
 }
 
-// fromLoopback reports whether a request arrived on a loopback address from a loopback address:
+// FromLoopback reports whether a request arrived on a loopback address from a loopback address:
 // the node itself (the hub API answers only it).
-func fromLoopback(r *http.Request) bool { return arrivedOnLoopback(r) && remoteLoopback(r) }
+func FromLoopback(r *http.Request) bool { return arrivedOnLoopback(r) && remoteLoopback(r) }
 
 // arrivedOnLoopback reports whether a request arrived on a loopback address of the hub.
 func arrivedOnLoopback(r *http.Request) bool {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -39,7 +38,3 @@ func (s *Server) writeAutonomy(ctx context.Context, c corev1.NodeCondition) erro
 	}
 	return nil
 }
-
-// currentNode is the node as the cloud last sent it, while the hub's copy of it is fresh
-// (autonomy.Condition.Current).
-func (s *Server) currentNode() []byte { return s.pipe.node.fresh(time.Now(), s.state.Online()) }

@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"io"
@@ -23,11 +23,11 @@ func isUpgrade(r *http.Request, ri *wire.RequestInfo) bool {
 // limitBody puts a deadline on reading the request body (Config.BodyTimeout), lifted once the
 // body is read: a client trickling a body in does not hold its in-flight slot for long. Nothing
 // for requests without a body and for upgrades (their connection outlives the request).
-func (p *pipeline) limitBody(w http.ResponseWriter, r *http.Request, ri *wire.RequestInfo) *timedBody {
+func (p *Pipeline) limitBody(w http.ResponseWriter, r *http.Request, ri *wire.RequestInfo) *timedBody {
 	if r.Body == nil || r.Body == http.NoBody || isUpgrade(r, ri) || r.ContentLength == 0 {
 		return nil
 	}
-	d := p.bodyTimeout
+	d := p.BodyTimeout
 	if d <= 0 {
 		d = DefaultBodyTimeout
 	}

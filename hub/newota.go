@@ -5,6 +5,7 @@ import (
 
 	"nodehub/cache"
 	"nodehub/hub/ota"
+	"nodehub/hub/serve"
 	"nodehub/wire"
 )
 
@@ -14,7 +15,7 @@ func (s *Server) newOTA() *ota.Handler {
 		NodeName:      s.cfg.NodeName,
 		Cloud:         s.cloud(),
 		Online:        s.state.Online,
-		FromNode:      fromLoopback,
+		FromNode:      serve.FromLoopback,
 		CachedPods:    s.cachedPods,
 		StaticPodPath: s.cfg.StaticPodPath,
 		Log:           s.log,

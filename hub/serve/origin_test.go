@@ -1,4 +1,4 @@
-package hub
+package serve
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestOriginLendsTheNodeOnlyToTheNode(t *testing.T) {
 		tls    bool
 		want   origin
 		id     remote.Identity
-		hubAPI bool // fromLoopback: the hub API answers it
+		hubAPI bool // FromLoopback: the hub API answers it
 	}{
 		{"kubelet over loopback", loopback, "127.0.0.1:40000", "", false, origin{loopback: true, node: true, asNode: true}, remote.Node, true},
 		{"a node's client with its own token", loopback, "127.0.0.1:40000", "Bearer t", false, origin{loopback: true, node: true}, remote.Passthrough, true},
@@ -48,8 +48,8 @@ func TestOriginLendsTheNodeOnlyToTheNode(t *testing.T) {
 		if got := originOf(r); got != tc.want || got.identity() != tc.id {
 			t.Errorf("%s: %+v (%v), want %+v (%v)", tc.name, got, got.identity(), tc.want, tc.id)
 		}
-		if got := fromLoopback(r); got != tc.hubAPI {
-			t.Errorf("%s: fromLoopback %v, want %v", tc.name, got, tc.hubAPI)
+		if got := FromLoopback(r); got != tc.hubAPI {
+			t.Errorf("%s: FromLoopback %v, want %v", tc.name, got, tc.hubAPI)
 		}
 	}
 }
