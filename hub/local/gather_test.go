@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,8 +18,10 @@ import (
 )
 
 // kubeletPods caches n pods of edge-1 as kubelet's list of them (protobuf), as the hub does online.
-func kubeletPods(tb testing.TB, n int) *Proxy {
-	st, err := cache.Open(tb.TempDir(), nil)
+// It returns the cache's directory too.
+func kubeletPods(tb testing.TB, n int) (*Proxy, string) {
+	dir := tb.TempDir()
+	st, err := cache.Open(dir, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -43,7 +46,7 @@ func kubeletPods(tb testing.TB, n int) *Proxy {
 		keys = append(keys, "default/"+m.Name)
 	}
 	st.PutList(res, cache.ListRecord{FieldSelector: "spec.nodeName=edge-1", Complete: true, APIVersion: "v1", Kind: "Pod", ResourceVersion: "500", Keys: keys})
-	return &Proxy{Store: st, NodeName: "edge-1"}
+	return &Proxy{Store: st, NodeName: "edge-1"}, dir
 }
 
 // listPods is kubelet's offline LIST of its pods in protobuf.
@@ -63,7 +66,7 @@ func listPods(tb testing.TB, p *Proxy) *httptest.ResponseRecorder {
 // BenchmarkOfflineListPodsKubelet is kubelet's offline LIST of 110 pods in protobuf, from the
 // request to the last byte of the answer.
 func BenchmarkOfflineListPodsKubelet(b *testing.B) {
-	p := kubeletPods(b, 110)
+	p, _ := kubeletPods(b, 110)
 	b.ReportAllocs()
 	r0 := readBytes(b)
 	b.ResetTimer()
@@ -90,4 +93,39 @@ func readBytes(tb testing.TB) int64 {
 		}
 	}
 	return 0
+}
+
+// Kubelet's offline LIST of its pods reads the cache once, not three times (the check that
+// kubelet may be given the list, the sizing pass, the writing pass), and answers every pod.
+func TestKubeletsOfflineListReadsTheCacheOnce(t *testing.T) {
+	p, dir := kubeletPods(t, 110)
+	fi, err := os.Stat(filepath.Join(dir, ".logs", "pods.v1.core.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0 := readBytes(t)
+	w := listPods(t, p)
+	read := readBytes(t) - r0
+	var l corev1.PodList
+	if _, _, err := wire.DecodeProto(w.Body.Bytes(), &l); w.Code != http.StatusOK || err != nil || len(l.Items) != 110 || l.ResourceVersion != "500" {
+		t.Fatalf("%d %v: %d pods, rv %q", w.Code, err, len(l.Items), l.ResourceVersion)
+	}
+	if cl := w.Header().Get("Content-Length"); cl != fmt.Sprint(w.Body.Len()) {
+		t.Fatalf("Content-Length %s for %d bytes", cl, w.Body.Len())
+	}
+	if read > fi.Size()*3/2 {
+		t.Fatalf("%d bytes read for a list of %d bytes of records", read, fi.Size())
+	}
+}
+
+// A pod list whose record names a pod the cache does not hold is never given to kubelet (the
+// missing pod would be killed), also when the list is read whole.
+func TestKubeletsGatheredListOfALostPodIsRefused(t *testing.T) {
+	p, _ := kubeletPods(t, 3)
+	res := cache.Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}
+	p.Store.PutList(res, cache.ListRecord{FieldSelector: "spec.nodeName=edge-1", Complete: true, APIVersion: "v1", Kind: "Pod", ResourceVersion: "500",
+		Keys: []string{"default/pod-000", "default/pod-001", "default/pod-002", "default/gone"}})
+	if w := listPods(t, p); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("%d, want 503", w.Code)
+	}
 }
