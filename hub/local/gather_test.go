@@ -129,3 +129,13 @@ func TestKubeletsGatheredListOfALostPodIsRefused(t *testing.T) {
 		t.Fatalf("%d, want 503", w.Code)
 	}
 }
+
+// Kubelet's offline LIST of 110 pods allocates little per pod: each is read once, and its
+// header's strings are one allocation (was 74 allocations a pod; now 19).
+func TestKubeletsOfflineListAllocatesLittlePerPod(t *testing.T) {
+	p, _ := kubeletPods(t, 110)
+	per := testing.AllocsPerRun(20, func() { listPods(t, p) }) / 110
+	if per > 22 {
+		t.Fatalf("%.1f allocations per pod listed", per)
+	}
+}
