@@ -43,7 +43,7 @@ FUZZ_TARGETS := \
 	wire:FuzzSelector wire:FuzzBearerToken hub/local:FuzzApplyPatch \
 	wire:FuzzReadNodeFacts hub/tokens:FuzzDecode hub/tokens:FuzzJWTExpiry \
 	node/certs:FuzzParseYAML node/certs:FuzzClusterInfo node/certs:FuzzKubeconfig hub/identity:FuzzOf \
-	hub/endpointfix:FuzzCorrections cache:FuzzResync
+	hub/endpointfix:FuzzCorrections cache:FuzzResync cache:FuzzLZDecode
 # make test: a short run of each (seconds); make fuzz: a long one (FUZZ_EXECS each, ~minutes).
 FUZZ_SHORT ?= 20000
 FUZZ_EXECS ?= 2000000
