@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"testing"
 	"time"
 
@@ -74,5 +75,13 @@ func TestARecordCompressedWithoutTheDictionaryStillOpens(t *testing.T) {
 	}
 	if _, _, err := (payload{typ: recPut, flags: flagDict, body: old}).open(); err == nil {
 		t.Fatal("the dictionary flag alone opened")
+	}
+}
+
+// The dictionary is part of the stored format: records written with it are read with it, so it
+// is never edited (a new one takes a new flag).
+func TestThePresetDictionaryIsNeverEdited(t *testing.T) {
+	if sum, n := crc32.ChecksumIEEE([]byte(lzDict)), len(lzDict); sum != 0x210c6b27 || n != 2502 {
+		t.Fatalf("lzDict changed: %d bytes, CRC-32 %#x: records compressed with it would no longer open", n, sum)
 	}
 }
