@@ -9,10 +9,10 @@ import (
 // A body of 256 bytes or more is stored compressed (lz.go) together with its header, when that
 // saves an eighth or more: the header repeats much of the body (name, namespace, uid, kind,
 // labels), and a 10-endpoint EndpointSlice in protobuf and its header shrink from 1.6 KB to about
-// 0.5 KB. Flash wears by the bytes written. A put record then has an empty header field, the
+// 0.58 KB. Flash wears by the bytes written. A put record then has an empty header field, the
 // flag flagJoint, and as its body the header's length (uvarint) and the compressed header + body.
 // Records written since issue 32 are compressed with a preset dictionary (lzdict.go) and carry
-// flagDict too (a slice and its header: about 0.4 KB); those before it are read as they are.
+// flagDict too (the slice and its header: about 0.42 KB); those before it are read as they are.
 
 const (
 	flagJoint   = 2
