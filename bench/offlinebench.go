@@ -61,7 +61,12 @@ func benchOffline(e *env, o options) error {
 	fmt.Printf("\n## offline, %d pods on the node, cache filled by a kubelet-like protobuf client\n", o.pods)
 	fmt.Printf("black_hole_to_first_cached_answer\t%v\t(--heartbeat-timeout-seconds=2)\n", blackHole.Round(time.Millisecond))
 	fmt.Println("request\tmedian\tp99")
-	for _, q := range []struct{ name, media, ua string }{
+	direct, err := directClient(e.c)
+	if err != nil {
+		return err
+	}
+	var dds []time.Duration // the online direct LIST, interleaved with the offline protobuf one
+	for qi, q := range []struct{ name, media, ua string }{
 		{"protobuf, as cached", "application/vnd.kubernetes.protobuf", kubeletUA},
 		{"JSON, as cached by a JSON client", "application/json", "json-agent/1"},
 		{"JSON, converted from kubelet's protobuf", "application/json", kubeletUA},
@@ -75,8 +80,21 @@ func benchOffline(e *env, o options) error {
 			if i >= 20 {
 				ds = append(ds, d)
 			}
+			if qi == 0 {
+				dd, err := timeGetAsUA(direct, e.c.APIServers[0].URL+list, q.media, q.ua)
+				if err != nil {
+					return err
+				}
+				if i >= 20 {
+					dds = append(dds, dd)
+				}
+			}
 		}
 		fmt.Printf("offline LIST pods (%s)\t%v\t%v\n", q.name, pct(ds, 50), pct(ds, 99))
+		if qi == 0 {
+			fmt.Printf("online direct LIST pods (protobuf, interleaved with the one above)\t%v\t%v\n", pct(dds, 50), pct(dds, 99))
+			fmt.Printf("offline_over_direct_LIST_pods_protobuf\tp50 %.2f×\tp99 %.2f×\n", float64(pct(ds, 50))/float64(pct(dds, 50)), float64(pct(ds, 99))/float64(pct(dds, 99)))
+		}
 	}
 	// kubelet's watch-list of its pods, protobuf: from the request to the initial-events-end
 	// bookmark (every pod as ADDED before it), on a connection of its own as a watch has.

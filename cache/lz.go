@@ -30,8 +30,14 @@ func lzEncode(dst, src []byte) []byte {
 	table := lzTables.Get().(*[1 << lzHashBits]int32)
 	defer lzTables.Put(table)
 	clear(table[:])
-	anchor := 0
-	for i := 0; i+lzMinMatch <= len(src); {
+	return lzEncodeFrom(dst, src, 0, table)
+}
+
+// lzEncodeFrom compresses src[start:]; the matches may reach back into src[:start], whose
+// positions table already holds (a preset dictionary's: lzdict.go).
+func lzEncodeFrom(dst, src []byte, start int, table *[1 << lzHashBits]int32) []byte {
+	anchor := start
+	for i := start; i+lzMinMatch <= len(src); {
 		v := binary.LittleEndian.Uint32(src[i:])
 		h := (v * 2654435761) >> (32 - lzHashBits)
 		cand := int(table[h]) - 1
@@ -49,6 +55,14 @@ func lzEncode(dst, src []byte) []byte {
 		anchor = i
 	}
 	return lzSequence(dst, src[anchor:], 0, 0)
+}
+
+// lzHashes fills table with the positions of src as lzEncodeFrom would have left them.
+func lzHashes(table *[1 << lzHashBits]int32, src []byte) {
+	for i := 0; i+lzMinMatch <= len(src); i++ {
+		v := binary.LittleEndian.Uint32(src[i:])
+		table[(v*2654435761)>>(32-lzHashBits)] = int32(i + 1)
+	}
 }
 
 // lzSequence appends one sequence (the last one when off is 0).
@@ -132,18 +146,20 @@ func lzSize(src []byte, max int) (int, error) {
 	return n, nil
 }
 
-// lzDecode reverses lzEncode; the result may not pass max bytes.
-func lzDecode(src []byte, max int) ([]byte, error) {
+// lzDecode reverses lzEncode (lzEncodeFrom with dict before src); the result may not pass max
+// bytes.
+func lzDecode(src, dict []byte, max int) ([]byte, error) {
 	size, err := lzSize(src, max)
 	if err != nil {
 		return nil, err
 	}
-	return lzDecodeTo(make([]byte, 0, size), src, max, max+1)
+	return lzDecodeTo(make([]byte, 0, size), src, dict, max, max+1)
 }
 
-// lzDecodeTo decodes src into dst, stopping once it holds stop bytes (a whole sequence more, at
-// most: a record's header without its body).
-func lzDecodeTo(dst, src []byte, max, stop int) ([]byte, error) {
+// lzDecodeTo decodes src into dst (empty), stopping once it holds stop bytes (a whole sequence
+// more, at most: a record's header without its body). Matches may reach back into dict, the bytes
+// the encoder had before src (a preset dictionary, or nothing).
+func lzDecodeTo(dst, src, dict []byte, max, stop int) ([]byte, error) {
 	var err error
 	ext := func(i, n int) (int, int, error) {
 		for {
@@ -195,8 +211,14 @@ func lzDecodeTo(dst, src []byte, max, stop int) ([]byte, error) {
 				return nil, err
 			}
 		}
-		if off == 0 || off > len(dst) || len(dst)+ml > max {
+		if off == 0 || off > len(dst)+len(dict) || len(dst)+ml > max {
 			return nil, errLZ
+		}
+		if off > len(dst) { // the match starts in the dictionary
+			from := len(dict) - (off - len(dst))
+			n := min(ml, len(dict)-from)
+			dst = append(dst, dict[from:from+n]...)
+			ml -= n
 		}
 		dst, _ = copyMatch(dst, off, ml)
 		if len(dst) >= stop {

@@ -11,7 +11,9 @@ import (
 
 func TestLZRoundTrips(t *testing.T) {
 	inputs := [][]byte{nil, []byte("a"), []byte("abcd"), []byte(strings.Repeat("a", 100000)),
-		[]byte(strings.Repeat("0f3c1c2e-1111-2222-3333-444455556666 pod-42-abcdefgh ", 40))}
+		[]byte(strings.Repeat("0f3c1c2e-1111-2222-3333-444455556666 pod-42-abcdefgh ", 40)),
+		// Matches in the dictionary, and one that runs from its end into the body.
+		[]byte(lzDict[len(lzDict)-8:] + lzDict[len(lzDict)-8:] + "xyz" + lzDict[:300] + lzDict[1000:1200])}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := 0; n < 300; n++ {
 		b := make([]byte, rng.IntN(5000))
@@ -25,14 +27,19 @@ func TestLZRoundTrips(t *testing.T) {
 		inputs = append(inputs, b)
 	}
 	for _, in := range inputs {
-		z := lzEncode(nil, in)
-		out, err := lzDecode(z, len(in))
-		if err != nil || !bytes.Equal(out, in) {
-			t.Fatalf("round trip of %d bytes: %v", len(in), err)
-		}
-		if len(in) > 0 {
-			if _, err := lzDecode(z, len(in)-1); err == nil {
-				t.Fatal("a body past max decoded")
+		for _, dict := range [][]byte{nil, lzDictBytes} {
+			z := lzEncode(nil, in)
+			if dict != nil {
+				z = lzEncodeDict(nil, append([]byte(lzDict), in...))
+			}
+			out, err := lzDecode(z, dict, len(in))
+			if err != nil || !bytes.Equal(out, in) {
+				t.Fatalf("round trip of %d bytes (dictionary %d bytes): %v", len(in), len(dict), err)
+			}
+			if len(in) > 0 {
+				if _, err := lzDecode(z, dict, len(in)-1); err == nil {
+					t.Fatal("a body past max decoded")
+				}
 			}
 		}
 	}
@@ -42,9 +49,11 @@ func FuzzLZDecode(f *testing.F) {
 	f.Add(lzEncode(nil, []byte(strings.Repeat("abcabcabd", 30))))
 	f.Add([]byte{0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out, err := lzDecode(b, 1<<20)
-		if err == nil && len(out) > 1<<20 {
-			t.Fatal("past max")
+		for _, dict := range [][]byte{nil, lzDictBytes} {
+			out, err := lzDecode(b, dict, 1<<20)
+			if err == nil && len(out) > 1<<20 {
+				t.Fatal("past max")
+			}
 		}
 	})
 }

@@ -62,6 +62,9 @@ type Proxy struct {
 	slotsOnce sync.Once
 	slots     chan struct{}
 
+	gatherOnce sync.Once
+	gathering  chan struct{} // the lists held whole at once (gather.go)
+
 	changeMu sync.Mutex
 	changed  chan struct{} // closed at the next change applied offline (follow.go)
 }

@@ -185,6 +185,10 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 	if !ok {
 		return
 	}
+	rewrite := p.served(req.Info) // one view for the whole answer (protobuf reads the items twice)
+	if !f.meta && pl.format(f, req.Accept) && p.gatheredProtoList(w, req, pl, rewrite) {
+		return
+	}
 	if !p.kubeletMayList(w, req, pl) {
 		return
 	}
@@ -192,7 +196,6 @@ func (p *Proxy) list(w http.ResponseWriter, r *http.Request, req *Request) {
 		p.metaList(w, req, pl, f)
 		return
 	}
-	rewrite := p.served(req.Info) // one view for the whole answer (protobuf reads the items twice)
 	if pl.format(f, req.Accept) {
 		p.protoList(w, req, pl, rewrite)
 		return
@@ -211,6 +214,14 @@ func (p *Proxy) kubeletMayList(w http.ResponseWriter, req *Request, pl *listPlan
 	if err != nil {
 		p.status(w, req, http.StatusInternalServerError, "nodehub: "+err.Error())
 		return false
+	}
+	return p.kubeletMayUse(w, req, pl, res)
+}
+
+// kubeletMayUse is kubeletMayList once the list was read (res).
+func (p *Proxy) kubeletMayUse(w http.ResponseWriter, req *Request, pl *listPlan, res cache.ListResult) bool {
+	if ri := req.Info; ri.Component != "kubelet" || ri.Resource != "pods" || ri.Group != "" {
+		return true
 	}
 	if !kubeletCanUse(pl, res) {
 		p.status(w, req, http.StatusServiceUnavailable, "nodehub: the cloud is unreachable and this node's cached pods cannot be read")
