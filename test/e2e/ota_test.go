@@ -393,9 +393,14 @@ func TestOTAUpgradeStaticPod(t *testing.T) {
 	})
 	setCondition(t, ns, podName, corev1.PodCondition{Type: "PodNeedUpgrade", Status: corev1.ConditionTrue, Message: "controllerrevision: abc"})
 	upgrade := "/openyurt.io/v1/namespaces/" + ns + "/pods/" + podName + "/upgrade"
-	if code, msg := hubPost(t, h, upgrade); code != http.StatusForbidden || !strings.Contains(msg, "Configmap for static pod does not exist") {
-		t.Fatalf("upgrade without the ConfigMap: %d %s, want 403", code, msg)
-	}
+	// The node authorizer lets the node read the pod once its graph has the pod's binding (it
+	// follows the apiserver's pods asynchronously): until then the hub's pre-check is refused.
+	eventually(t, 60*time.Second, "upgrade without the ConfigMap answered 403 \"Configmap for static pod does not exist\"", func() error {
+		if code, msg := hubPost(t, h, upgrade); code != http.StatusForbidden || !strings.Contains(msg, "Configmap for static pod does not exist") {
+			return errorf("%d %s", code, msg)
+		}
+		return nil
+	})
 	newManifest := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: edge-agent\n  namespace: kube-system\nspec:\n  containers:\n  - name: agent\n    image: registry.example/agent:2\n"
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "yurt-static-set-" + static, Namespace: ns}, Data: map[string]string{"edge-agent": newManifest}}
 	if _, err := cluster.Admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
