@@ -553,8 +553,6 @@ var longFuncs = map[string]string{
 	"cache lzDecodeTo":              "being changed in parallel; split after the merge",
 	"wire jsonList.Write":           "to split",
 	"wire protoList.parse":          "to split",
-	"hub/topology Source.Run":       "to split",
-	"hub/topology Source.informer":  "to split",
 	"hub/local smpList":             "to split",
 	"hub/local smpMap":              "to split",
 	"hub/local jsonPatch":           "to split",
