@@ -553,10 +553,6 @@ var longFuncs = map[string]string{
 	"cache lzDecodeTo":              "being changed in parallel; split after the merge",
 	"wire jsonList.Write":           "to split",
 	"wire protoList.parse":          "to split",
-	"node/certs flow":               "to split",
-	"node/certs Discovery.FetchCA":  "to split",
-	"node/certs Manager.bootstrap":  "to split",
-	"node/certs apiClient.watchCSR": "to split",
 	"hub/nodelease Lease.do":        "to split",
 	"hub/remote Backend.transport":  "to split",
 }
