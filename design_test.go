@@ -553,8 +553,6 @@ var longFuncs = map[string]string{
 	"cache lzDecodeTo":              "being changed in parallel; split after the merge",
 	"wire jsonList.Write":           "to split",
 	"wire protoList.parse":          "to split",
-	"hub/nodelease Lease.do":        "to split",
-	"hub/remote Backend.transport":  "to split",
 }
 
 func TestFunctionsAreShort(t *testing.T) {
