@@ -98,26 +98,14 @@ func (s *jsonList) Write(p []byte) (int, error) {
 	start := 0 // where the running capture starts in p
 	for i := 0; i < len(p); i++ {
 		c := p[i]
-		if s.inStr {
+		if s.inStr { // most bytes: kept inline, a call only where a string ends
 			end, plain := s.str.next(c)
-			switch {
-			case end:
-				s.inStr = false
-				if s.inKey {
-					s.inKey = false
-					s.curKey = string(s.key)
-					s.expect = expectColon
-				} else if s.capping && s.capIsStr {
-					if s.err = s.grow(i + 1 - start); s.err != nil {
-						return 0, s.err
-					}
-					s.capture = append(s.capture, p[start:i+1]...)
-					s.finishCapture()
+			if end {
+				if s.endString(p, start, i); s.err != nil {
+					return 0, s.err
 				}
-			case plain:
-				if s.inKey && len(s.key) <= maxKey {
-					s.key = append(s.key, c) // a longer key is none we look for
-				}
+			} else if plain && s.inKey && len(s.key) <= maxKey {
+				s.key = append(s.key, c) // a longer key is none we look for
 			}
 			continue
 		}
@@ -126,15 +114,7 @@ func (s *jsonList) Write(p []byte) (int, error) {
 		case '"':
 			s.inStr = true
 			if s.depth == 1 {
-				switch s.expect {
-				case expectKey:
-					s.inKey, s.key = true, s.key[:0]
-				case expectValue:
-					s.expect = expectComma
-					if s.curKey == "kind" || s.curKey == "apiVersion" {
-						s.capping, s.capIsStr, s.capDepth, s.capture, start = true, true, 0, s.capture[:0], i
-					}
-				}
+				start = s.openString(start, i)
 			}
 		case ':':
 			if s.depth == 1 {
@@ -145,38 +125,9 @@ func (s *jsonList) Write(p []byte) (int, error) {
 				s.expect = expectKey
 			}
 		case '{', '[':
-			switch {
-			case s.depth == 0:
-				s.expect = expectKey
-			case s.depth == 1 && s.expect == expectValue:
-				s.expect = expectComma
-				if s.curKey == "items" && c == '[' {
-					s.items = true
-					s.sendMeta()
-				} else if s.curKey == "metadata" && c == '{' {
-					s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 1, s.capture[:0], i
-				}
-			case s.depth == 2 && s.items && c == '{' && !s.capping:
-				s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 2, s.capture[:0], i
-			}
-			s.depth++
+			start = s.open(c, start, i)
 		case '}', ']':
-			s.depth--
-			switch {
-			case s.depth < 0:
-				s.err = errors.New("wire: unbalanced JSON list")
-				return 0, s.err
-			case s.capping && !s.capIsStr && s.depth == s.capDepth:
-				if s.err = s.grow(i + 1 - start); s.err != nil {
-					return 0, s.err
-				}
-				s.capture = append(s.capture, p[start:i+1]...)
-				s.finishCapture()
-			case s.depth == 1 && s.items:
-				s.items = false
-			case s.depth == 0:
-				s.done = true
-			}
+			s.close(p, start, i)
 		default:
 			if s.depth == 1 && s.expect == expectValue {
 				s.expect = expectComma // a scalar value we do not need
@@ -193,6 +144,79 @@ func (s *jsonList) Write(p []byte) (int, error) {
 		s.capture = append(s.capture, p[start:]...)
 	}
 	return len(p), nil
+}
+
+// endString reads the closing quote at p[i]: a key is named, a captured string value ends
+// (its capture starting at p[start]).
+func (s *jsonList) endString(p []byte, start, i int) {
+	s.inStr = false
+	if s.inKey {
+		s.inKey = false
+		s.curKey = string(s.key)
+		s.expect = expectColon
+	} else if s.capping && s.capIsStr {
+		s.endCapture(p, start, i)
+	}
+}
+
+// openString reads the opening quote of a top-level key or value at p[i] and returns where the
+// running capture starts: at a "kind" or "apiVersion" value, there.
+func (s *jsonList) openString(start, i int) int {
+	switch s.expect {
+	case expectKey:
+		s.inKey, s.key = true, s.key[:0]
+	case expectValue:
+		s.expect = expectComma
+		if s.curKey == "kind" || s.curKey == "apiVersion" {
+			s.capping, s.capIsStr, s.capDepth, s.capture, start = true, true, 0, s.capture[:0], i
+		}
+	}
+	return start
+}
+
+// open reads an opening bracket c at p[i]: the items array begins, or a capture of the list's
+// metadata or of an item; it returns where the running capture starts.
+func (s *jsonList) open(c byte, start, i int) int {
+	switch {
+	case s.depth == 0:
+		s.expect = expectKey
+	case s.depth == 1 && s.expect == expectValue:
+		s.expect = expectComma
+		if s.curKey == "items" && c == '[' {
+			s.items = true
+			s.sendMeta()
+		} else if s.curKey == "metadata" && c == '{' {
+			s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 1, s.capture[:0], i
+		}
+	case s.depth == 2 && s.items && c == '{' && !s.capping:
+		s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 2, s.capture[:0], i
+	}
+	s.depth++
+	return start
+}
+
+// close reads a closing bracket at p[i]: a capture, the items array or the list ends.
+func (s *jsonList) close(p []byte, start, i int) {
+	s.depth--
+	switch {
+	case s.depth < 0:
+		s.err = errors.New("wire: unbalanced JSON list")
+	case s.capping && !s.capIsStr && s.depth == s.capDepth:
+		s.endCapture(p, start, i)
+	case s.depth == 1 && s.items:
+		s.items = false
+	case s.depth == 0:
+		s.done = true
+	}
+}
+
+// endCapture ends the running capture (from p[start]) with p[i], and hands it on.
+func (s *jsonList) endCapture(p []byte, start, i int) {
+	if s.err = s.grow(i + 1 - start); s.err != nil {
+		return
+	}
+	s.capture = append(s.capture, p[start:i+1]...)
+	s.finishCapture()
 }
 
 // maxKey is the longest top-level key of a List the splitter names; longer ones are kept short.
