@@ -551,8 +551,6 @@ var longFuncs = map[string]string{
 	"pool Pool.runNotes":            "being changed in parallel; split after the merge",
 	"pool Store.replace":            "being changed in parallel; split after the merge",
 	"cache lzDecodeTo":              "being changed in parallel; split after the merge",
-	"wire jsonList.Write":           "to split",
-	"wire protoList.parse":          "to split",
 }
 
 func TestFunctionsAreShort(t *testing.T) {

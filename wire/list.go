@@ -387,58 +387,68 @@ func (s *protoList) parse() error {
 				continue
 			}
 		}
-		tag, n := varint(s.buf)
-		if n == 0 {
-			return nil
-		}
-		if n < 0 {
-			return errors.New("wire: bad protobuf tag")
-		}
-		num, typ := int(tag>>3), int(tag&7)
-		if typ != wireBytes {
-			f, m, err := nextField(s.buf)
-			if err == errTruncated {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			_ = f
-			s.consume(m)
-			continue
-		}
-		l, m := varint(s.buf[n:])
-		if m == 0 {
-			return nil
-		}
-		if m < 0 {
-			return errors.New("wire: bad protobuf length")
-		}
-		hdr := n + m
-		switch {
-		case s.stage == 1 && num == 2: // raw: the List message; descend into it
-			s.consume(hdr)
-			s.stage, s.listEnd, s.sawList = 2, s.off+int64(l), true
-			continue
-		case s.stage == 1 && num == 1, s.stage == 2 && (num == 1 || num == 2):
-			// a field we read whole: wait for all of it
-			if l > uint64(s.limit) {
-				s.buf = nil
-				return tooLarge("list item", s.limit)
-			}
-			if uint64(len(s.buf)-hdr) < l {
-				return nil
-			}
-			data := s.buf[hdr : hdr+int(l)]
-			if err := s.field(num, data); err != nil {
-				return err
-			}
-			s.consume(hdr + int(l))
-		default:
-			s.consume(hdr)
-			s.skip = int64(l)
+		if more, err := s.next(); !more || err != nil {
+			return err
 		}
 	}
+}
+
+// next reads the field at the start of buf; false when it has not all arrived yet (or failed).
+func (s *protoList) next() (bool, error) {
+	tag, n := varint(s.buf)
+	if n == 0 {
+		return false, nil
+	}
+	if n < 0 {
+		return false, errors.New("wire: bad protobuf tag")
+	}
+	num, typ := int(tag>>3), int(tag&7)
+	if typ != wireBytes {
+		_, m, err := nextField(s.buf)
+		if err == errTruncated {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		s.consume(m)
+		return true, nil
+	}
+	l, m := varint(s.buf[n:])
+	if m == 0 {
+		return false, nil
+	}
+	if m < 0 {
+		return false, errors.New("wire: bad protobuf length")
+	}
+	return s.lengthDelimited(num, l, n+m)
+}
+
+// lengthDelimited reads field num of l bytes after its header of hdr bytes: the List message is
+// descended into, the fields the splitter needs are read whole (once all there), others skipped.
+func (s *protoList) lengthDelimited(num int, l uint64, hdr int) (bool, error) {
+	switch {
+	case s.stage == 1 && num == 2: // raw: the List message; descend into it
+		s.consume(hdr)
+		s.stage, s.listEnd, s.sawList = 2, s.off+int64(l), true
+	case s.stage == 1 && num == 1, s.stage == 2 && (num == 1 || num == 2):
+		// a field we read whole: wait for all of it
+		if l > uint64(s.limit) {
+			s.buf = nil
+			return false, tooLarge("list item", s.limit)
+		}
+		if uint64(len(s.buf)-hdr) < l {
+			return false, nil
+		}
+		if err := s.field(num, s.buf[hdr:hdr+int(l)]); err != nil {
+			return false, err
+		}
+		s.consume(hdr + int(l))
+	default:
+		s.consume(hdr)
+		s.skip = int64(l)
+	}
+	return true, nil
 }
 
 func (s *protoList) field(num int, data []byte) error {
