@@ -230,10 +230,8 @@ func flowMap(s string) (any, string, error) {
 			return nil, "", err
 		}
 		m[ks] = v
-		if s = strings.TrimLeft(rest, " "); strings.HasPrefix(s, ",") {
-			s = strings.TrimLeft(s[1:], " ")
-		} else if !strings.HasPrefix(s, "}") {
-			return nil, "", fmt.Errorf("unterminated {")
+		if s, err = flowNext(rest, "{", "}"); err != nil {
+			return nil, "", err
 		}
 	}
 	return m, s[1:], nil
@@ -249,13 +247,24 @@ func flowSeq(s string) (any, string, error) {
 			return nil, "", err
 		}
 		out = append(out, v)
-		if s = strings.TrimLeft(rest, " "); strings.HasPrefix(s, ",") {
-			s = strings.TrimLeft(s[1:], " ")
-		} else if !strings.HasPrefix(s, "]") {
-			return nil, "", fmt.Errorf("unterminated [")
+		if s, err = flowNext(rest, "[", "]"); err != nil {
+			return nil, "", err
 		}
 	}
 	return out, s[1:], nil
+}
+
+// flowNext skips what follows an entry of a flow collection (open … close): a comma and the
+// spaces after it, or nothing before its closing bracket; anything else is an error.
+func flowNext(rest, open, close string) (string, error) {
+	s := strings.TrimLeft(rest, " ")
+	if strings.HasPrefix(s, ",") {
+		return strings.TrimLeft(s[1:], " "), nil
+	}
+	if !strings.HasPrefix(s, close) {
+		return "", fmt.Errorf("unterminated %s", open)
+	}
+	return s, nil
 }
 
 // flowDoubleQuoted reads a "quoted" scalar, its escapes Go's, from the start of s.
