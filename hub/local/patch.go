@@ -171,8 +171,9 @@ func deepCopy(v any) any {
 	return v
 }
 
-// jsonPatchOp is one operation of an RFC 6902 JSON patch.
-type jsonPatchOp struct {
+// jsonPatchOp is one operation of an RFC 6902 JSON patch (an alias: a patch that is no list of
+// them is refused naming the struct itself, as it always was).
+type jsonPatchOp = struct {
 	Op    string          `json:"op"`
 	Path  string          `json:"path"`
 	From  string          `json:"from"`
