@@ -46,12 +46,12 @@ func TestFunctionsAreShort(t *testing.T) {
 				if lines < maxFuncLines {
 					continue
 				}
-				key := path.Dir(file) + " " + funcName(fn)
+				key := path.Dir(file) + " " + qualifiedName(fn)
 				if _, ok := longFuncs[key]; ok {
 					seen[key] = true
 					continue
 				}
-				t.Errorf("%s: %s is %d lines: split it by what it does (under %d)", fset.Position(fn.Pos()), funcName(fn), lines, maxFuncLines)
+				t.Errorf("%s: %s is %d lines: split it by what it does (under %d)", fset.Position(fn.Pos()), qualifiedName(fn), lines, maxFuncLines)
 			}
 		}
 		return nil
@@ -66,20 +66,10 @@ func TestFunctionsAreShort(t *testing.T) {
 	}
 }
 
-// funcName is a function's name, with its receiver's type for a method ("jsonList.Write").
-func funcName(fn *ast.FuncDecl) string {
+// qualifiedName is a function's name, with its receiver's type for a method ("jsonList.Write").
+func qualifiedName(fn *ast.FuncDecl) string {
 	if fn.Recv == nil || len(fn.Recv.List) == 0 {
 		return fn.Name.Name
 	}
-	typ := fn.Recv.List[0].Type
-	if star, ok := typ.(*ast.StarExpr); ok {
-		typ = star.X
-	}
-	if idx, ok := typ.(*ast.IndexExpr); ok {
-		typ = idx.X
-	}
-	if id, ok := typ.(*ast.Ident); ok {
-		return id.Name + "." + fn.Name.Name
-	}
-	return fn.Name.Name
+	return receiverName(fn) + "." + fn.Name.Name
 }
