@@ -98,26 +98,14 @@ func (s *jsonList) Write(p []byte) (int, error) {
 	start := 0 // where the running capture starts in p
 	for i := 0; i < len(p); i++ {
 		c := p[i]
-		if s.inStr {
+		if s.inStr { // most bytes: kept inline, a call only where a string ends
 			end, plain := s.str.next(c)
-			switch {
-			case end:
-				s.inStr = false
-				if s.inKey {
-					s.inKey = false
-					s.curKey = string(s.key)
-					s.expect = expectColon
-				} else if s.capping && s.capIsStr {
-					if s.err = s.grow(i + 1 - start); s.err != nil {
-						return 0, s.err
-					}
-					s.capture = append(s.capture, p[start:i+1]...)
-					s.finishCapture()
+			if end {
+				if s.endString(p, start, i); s.err != nil {
+					return 0, s.err
 				}
-			case plain:
-				if s.inKey && len(s.key) <= maxKey {
-					s.key = append(s.key, c) // a longer key is none we look for
-				}
+			} else if plain && s.inKey && len(s.key) <= maxKey {
+				s.key = append(s.key, c) // a longer key is none we look for
 			}
 			continue
 		}
@@ -126,15 +114,7 @@ func (s *jsonList) Write(p []byte) (int, error) {
 		case '"':
 			s.inStr = true
 			if s.depth == 1 {
-				switch s.expect {
-				case expectKey:
-					s.inKey, s.key = true, s.key[:0]
-				case expectValue:
-					s.expect = expectComma
-					if s.curKey == "kind" || s.curKey == "apiVersion" {
-						s.capping, s.capIsStr, s.capDepth, s.capture, start = true, true, 0, s.capture[:0], i
-					}
-				}
+				start = s.openString(start, i)
 			}
 		case ':':
 			if s.depth == 1 {
@@ -145,38 +125,9 @@ func (s *jsonList) Write(p []byte) (int, error) {
 				s.expect = expectKey
 			}
 		case '{', '[':
-			switch {
-			case s.depth == 0:
-				s.expect = expectKey
-			case s.depth == 1 && s.expect == expectValue:
-				s.expect = expectComma
-				if s.curKey == "items" && c == '[' {
-					s.items = true
-					s.sendMeta()
-				} else if s.curKey == "metadata" && c == '{' {
-					s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 1, s.capture[:0], i
-				}
-			case s.depth == 2 && s.items && c == '{' && !s.capping:
-				s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 2, s.capture[:0], i
-			}
-			s.depth++
+			start = s.open(c, start, i)
 		case '}', ']':
-			s.depth--
-			switch {
-			case s.depth < 0:
-				s.err = errors.New("wire: unbalanced JSON list")
-				return 0, s.err
-			case s.capping && !s.capIsStr && s.depth == s.capDepth:
-				if s.err = s.grow(i + 1 - start); s.err != nil {
-					return 0, s.err
-				}
-				s.capture = append(s.capture, p[start:i+1]...)
-				s.finishCapture()
-			case s.depth == 1 && s.items:
-				s.items = false
-			case s.depth == 0:
-				s.done = true
-			}
+			s.close(p, start, i)
 		default:
 			if s.depth == 1 && s.expect == expectValue {
 				s.expect = expectComma // a scalar value we do not need
@@ -193,6 +144,79 @@ func (s *jsonList) Write(p []byte) (int, error) {
 		s.capture = append(s.capture, p[start:]...)
 	}
 	return len(p), nil
+}
+
+// endString reads the closing quote at p[i]: a key is named, a captured string value ends
+// (its capture starting at p[start]).
+func (s *jsonList) endString(p []byte, start, i int) {
+	s.inStr = false
+	if s.inKey {
+		s.inKey = false
+		s.curKey = string(s.key)
+		s.expect = expectColon
+	} else if s.capping && s.capIsStr {
+		s.endCapture(p, start, i)
+	}
+}
+
+// openString reads the opening quote of a top-level key or value at p[i] and returns where the
+// running capture starts: at a "kind" or "apiVersion" value, there.
+func (s *jsonList) openString(start, i int) int {
+	switch s.expect {
+	case expectKey:
+		s.inKey, s.key = true, s.key[:0]
+	case expectValue:
+		s.expect = expectComma
+		if s.curKey == "kind" || s.curKey == "apiVersion" {
+			s.capping, s.capIsStr, s.capDepth, s.capture, start = true, true, 0, s.capture[:0], i
+		}
+	}
+	return start
+}
+
+// open reads an opening bracket c at p[i]: the items array begins, or a capture of the list's
+// metadata or of an item; it returns where the running capture starts.
+func (s *jsonList) open(c byte, start, i int) int {
+	switch {
+	case s.depth == 0:
+		s.expect = expectKey
+	case s.depth == 1 && s.expect == expectValue:
+		s.expect = expectComma
+		if s.curKey == "items" && c == '[' {
+			s.items = true
+			s.sendMeta()
+		} else if s.curKey == "metadata" && c == '{' {
+			s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 1, s.capture[:0], i
+		}
+	case s.depth == 2 && s.items && c == '{' && !s.capping:
+		s.capping, s.capIsStr, s.capDepth, s.capture, start = true, false, 2, s.capture[:0], i
+	}
+	s.depth++
+	return start
+}
+
+// close reads a closing bracket at p[i]: a capture, the items array or the list ends.
+func (s *jsonList) close(p []byte, start, i int) {
+	s.depth--
+	switch {
+	case s.depth < 0:
+		s.err = errors.New("wire: unbalanced JSON list")
+	case s.capping && !s.capIsStr && s.depth == s.capDepth:
+		s.endCapture(p, start, i)
+	case s.depth == 1 && s.items:
+		s.items = false
+	case s.depth == 0:
+		s.done = true
+	}
+}
+
+// endCapture ends the running capture (from p[start]) with p[i], and hands it on.
+func (s *jsonList) endCapture(p []byte, start, i int) {
+	if s.err = s.grow(i + 1 - start); s.err != nil {
+		return
+	}
+	s.capture = append(s.capture, p[start:i+1]...)
+	s.finishCapture()
 }
 
 // maxKey is the longest top-level key of a List the splitter names; longer ones are kept short.
@@ -363,58 +387,68 @@ func (s *protoList) parse() error {
 				continue
 			}
 		}
-		tag, n := varint(s.buf)
-		if n == 0 {
-			return nil
-		}
-		if n < 0 {
-			return errors.New("wire: bad protobuf tag")
-		}
-		num, typ := int(tag>>3), int(tag&7)
-		if typ != wireBytes {
-			f, m, err := nextField(s.buf)
-			if err == errTruncated {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			_ = f
-			s.consume(m)
-			continue
-		}
-		l, m := varint(s.buf[n:])
-		if m == 0 {
-			return nil
-		}
-		if m < 0 {
-			return errors.New("wire: bad protobuf length")
-		}
-		hdr := n + m
-		switch {
-		case s.stage == 1 && num == 2: // raw: the List message; descend into it
-			s.consume(hdr)
-			s.stage, s.listEnd, s.sawList = 2, s.off+int64(l), true
-			continue
-		case s.stage == 1 && num == 1, s.stage == 2 && (num == 1 || num == 2):
-			// a field we read whole: wait for all of it
-			if l > uint64(s.limit) {
-				s.buf = nil
-				return tooLarge("list item", s.limit)
-			}
-			if uint64(len(s.buf)-hdr) < l {
-				return nil
-			}
-			data := s.buf[hdr : hdr+int(l)]
-			if err := s.field(num, data); err != nil {
-				return err
-			}
-			s.consume(hdr + int(l))
-		default:
-			s.consume(hdr)
-			s.skip = int64(l)
+		if more, err := s.next(); !more || err != nil {
+			return err
 		}
 	}
+}
+
+// next reads the field at the start of buf; false when it has not all arrived yet (or failed).
+func (s *protoList) next() (bool, error) {
+	tag, n := varint(s.buf)
+	if n == 0 {
+		return false, nil
+	}
+	if n < 0 {
+		return false, errors.New("wire: bad protobuf tag")
+	}
+	num, typ := int(tag>>3), int(tag&7)
+	if typ != wireBytes {
+		_, m, err := nextField(s.buf)
+		if err == errTruncated {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		s.consume(m)
+		return true, nil
+	}
+	l, m := varint(s.buf[n:])
+	if m == 0 {
+		return false, nil
+	}
+	if m < 0 {
+		return false, errors.New("wire: bad protobuf length")
+	}
+	return s.lengthDelimited(num, l, n+m)
+}
+
+// lengthDelimited reads field num of l bytes after its header of hdr bytes: the List message is
+// descended into, the fields the splitter needs are read whole (once all there), others skipped.
+func (s *protoList) lengthDelimited(num int, l uint64, hdr int) (bool, error) {
+	switch {
+	case s.stage == 1 && num == 2: // raw: the List message; descend into it
+		s.consume(hdr)
+		s.stage, s.listEnd, s.sawList = 2, s.off+int64(l), true
+	case s.stage == 1 && num == 1, s.stage == 2 && (num == 1 || num == 2):
+		// a field we read whole: wait for all of it
+		if l > uint64(s.limit) {
+			s.buf = nil
+			return false, tooLarge("list item", s.limit)
+		}
+		if uint64(len(s.buf)-hdr) < l {
+			return false, nil
+		}
+		if err := s.field(num, s.buf[hdr:hdr+int(l)]); err != nil {
+			return false, err
+		}
+		s.consume(hdr + int(l))
+	default:
+		s.consume(hdr)
+		s.skip = int64(l)
+	}
+	return true, nil
 }
 
 func (s *protoList) field(num int, data []byte) error {

@@ -171,18 +171,22 @@ func deepCopy(v any) any {
 	return v
 }
 
+// jsonPatchOp is one operation of an RFC 6902 JSON patch (an alias: a patch that is no list of
+// them is refused naming the struct itself, as it always was).
+type jsonPatchOp = struct {
+	Op    string          `json:"op"`
+	Path  string          `json:"path"`
+	From  string          `json:"from"`
+	Value json.RawMessage `json:"value"`
+}
+
 // jsonPatch applies an RFC 6902 JSON patch.
 func jsonPatch(doc, patch []byte) ([]byte, error) {
 	var d any
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return nil, err
 	}
-	var ops []struct {
-		Op    string          `json:"op"`
-		Path  string          `json:"path"`
-		From  string          `json:"from"`
-		Value json.RawMessage `json:"value"`
-	}
+	var ops []jsonPatchOp
 	if err := json.Unmarshal(patch, &ops); err != nil {
 		return nil, fmt.Errorf("json patch: %w", err)
 	}
@@ -197,59 +201,8 @@ func jsonPatch(doc, patch []byte) ([]byte, error) {
 				return nil, fmt.Errorf("json patch %s %s: %w", op.Op, op.Path, err)
 			}
 		}
-		err := w.spend(len(op.Path) + len(op.From) + len(op.Value) + 1)
-		switch {
-		case err != nil:
-		case op.Op == "add":
-			if err = w.grow(len(op.Value)); err == nil {
-				d, err = put(d, pointer(op.Path), v, true, w)
-			}
-		case op.Op == "replace":
-			if _, err = get(d, pointer(op.Path), w); err == nil {
-				if err = w.grow(len(op.Value)); err == nil {
-					d, err = put(d, pointer(op.Path), v, false, w)
-				}
-			}
-		case op.Op == "remove":
-			d, err = remove(d, pointer(op.Path), w)
-		case op.Op == "test":
-			var cur any
-			if cur, err = get(d, pointer(op.Path), w); err == nil {
-				n, work := sizeOf(cur, maxPatchWork)
-				if err = w.spend(work + n); err == nil { // the walk, and marshalling what it found
-					a, _ := json.Marshal(cur)
-					b, _ := json.Marshal(v)
-					if string(a) != string(b) {
-						err = fmt.Errorf("test failed at %s", op.Path)
-					}
-				}
-			}
-		case op.Op == "move" || op.Op == "copy":
-			var cur any
-			if cur, err = get(d, pointer(op.From), w); err != nil {
-				break
-			}
-			if op.Op == "move" {
-				if strings.HasPrefix(op.Path+"/", op.From+"/") && op.Path != op.From {
-					err = fmt.Errorf("cannot move %s into itself", op.From)
-				} else {
-					d, err = remove(d, pointer(op.From), w)
-				}
-			} else {
-				n, work := sizeOf(cur, maxCopyBytes+1)
-				if err = w.spend(2 * work); err == nil {
-					if err = w.copy(n); err == nil {
-						cur = deepCopy(cur)
-					}
-				}
-			}
-			if err == nil {
-				d, err = put(d, pointer(op.Path), cur, true, w)
-			}
-		default:
-			err = fmt.Errorf("unknown op %q", op.Op)
-		}
-		if err != nil {
+		var err error
+		if d, err = applyOp(d, op, v, w); err != nil {
 			var se *statusError
 			if errors.As(err, &se) {
 				return nil, err
@@ -258,6 +211,80 @@ func jsonPatch(doc, patch []byte) ([]byte, error) {
 		}
 	}
 	return json.Marshal(d)
+}
+
+// applyOp applies one operation (its value decoded, v) to d, its work counted in w.
+func applyOp(d any, op jsonPatchOp, v any, w *patchWork) (any, error) {
+	if err := w.spend(len(op.Path) + len(op.From) + len(op.Value) + 1); err != nil {
+		return d, err
+	}
+	switch op.Op {
+	case "add":
+		if err := w.grow(len(op.Value)); err != nil {
+			return d, err
+		}
+		return put(d, pointer(op.Path), v, true, w)
+	case "replace":
+		if _, err := get(d, pointer(op.Path), w); err != nil {
+			return d, err
+		}
+		if err := w.grow(len(op.Value)); err != nil {
+			return d, err
+		}
+		return put(d, pointer(op.Path), v, false, w)
+	case "remove":
+		return remove(d, pointer(op.Path), w)
+	case "test":
+		return d, testOp(d, op.Path, v, w)
+	case "move", "copy":
+		return moveOrCopy(d, op, w)
+	}
+	return d, fmt.Errorf("unknown op %q", op.Op)
+}
+
+// testOp fails unless the value at path is v.
+func testOp(d any, path string, v any, w *patchWork) error {
+	cur, err := get(d, pointer(path), w)
+	if err != nil {
+		return err
+	}
+	n, work := sizeOf(cur, maxPatchWork)
+	if err := w.spend(work + n); err != nil { // the walk, and marshalling what it found
+		return err
+	}
+	a, _ := json.Marshal(cur)
+	b, _ := json.Marshal(v)
+	if string(a) != string(b) {
+		return fmt.Errorf("test failed at %s", path)
+	}
+	return nil
+}
+
+// moveOrCopy puts the value at op.From at op.Path: moved (removed from op.From, never into
+// itself) or copied (a deep copy, its size bounded).
+func moveOrCopy(d any, op jsonPatchOp, w *patchWork) (any, error) {
+	cur, err := get(d, pointer(op.From), w)
+	if err != nil {
+		return d, err
+	}
+	if op.Op == "move" {
+		if strings.HasPrefix(op.Path+"/", op.From+"/") && op.Path != op.From {
+			return d, fmt.Errorf("cannot move %s into itself", op.From)
+		}
+		if d, err = remove(d, pointer(op.From), w); err != nil {
+			return d, err
+		}
+	} else {
+		n, work := sizeOf(cur, maxCopyBytes+1)
+		if err := w.spend(2 * work); err != nil {
+			return d, err
+		}
+		if err := w.copy(n); err != nil {
+			return d, err
+		}
+		cur = deepCopy(cur)
+	}
+	return put(d, pointer(op.Path), cur, true, w)
 }
 
 // pointer splits an RFC 6901 JSON pointer.

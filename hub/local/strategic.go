@@ -45,161 +45,203 @@ func smpMap(doc, patch map[string]any, t reflect.Type, w *patchWork) (map[string
 	}
 	var retain []any
 	for k, pv := range patch {
+		var err error
 		switch {
 		case k == "$patch" || strings.HasPrefix(k, "$setElementOrder/"):
-			continue
 		case k == "$retainKeys":
 			retain, _ = pv.([]any)
-			continue
 		case strings.HasPrefix(k, "$deleteFromPrimitiveList/"):
 			name := strings.TrimPrefix(k, "$deleteFromPrimitiveList/")
 			drop, _ := pv.([]any)
-			rest, err := without(doc[name], drop, w)
-			if err != nil {
-				return nil, err
-			}
-			doc[name] = rest
-			continue
-		}
-		ft, strategy, key := field(t, k)
-		if pv == nil {
-			delete(doc, k)
-			continue
-		}
-		switch v := pv.(type) {
-		case map[string]any:
-			cur, _ := doc[k].(map[string]any)
-			merged, err := smpMap(cur, v, elem(ft), w)
-			if err != nil {
-				return nil, err
-			}
-			if merged == nil {
-				delete(doc, k)
-			} else {
-				doc[k] = merged
-			}
-		case []any:
-			if !strings.Contains(strategy, "merge") {
-				doc[k] = v
-				continue
-			}
-			cur, _ := doc[k].([]any)
-			merged, err := smpList(cur, v, key, elem(ft), w)
-			if err != nil {
-				return nil, err
-			}
-			doc[k] = merged
+			doc[name], err = without(doc[name], drop, w)
 		default:
-			doc[k] = v
+			err = smpField(doc, k, pv, t, w)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if retain != nil {
-		keep := map[string]bool{}
-		for _, r := range retain {
-			if s, ok := r.(string); ok {
-				keep[s] = true
-			}
-		}
-		for k := range doc {
-			if !keep[k] {
-				delete(doc, k)
-			}
-		}
+		retainKeys(doc, retain)
 	}
 	return doc, nil
+}
+
+// smpField merges the patch's value pv of field k into doc (of type t): null deletes, a map
+// merges, a list merges by its strategy (or is replaced), anything else replaces.
+func smpField(doc map[string]any, k string, pv any, t reflect.Type, w *patchWork) error {
+	ft, strategy, key := field(t, k)
+	switch v := pv.(type) {
+	case nil:
+		delete(doc, k)
+	case map[string]any:
+		cur, _ := doc[k].(map[string]any)
+		merged, err := smpMap(cur, v, elem(ft), w)
+		if err != nil {
+			return err
+		}
+		if merged == nil {
+			delete(doc, k)
+		} else {
+			doc[k] = merged
+		}
+	case []any:
+		if !strings.Contains(strategy, "merge") {
+			doc[k] = v
+			return nil
+		}
+		cur, _ := doc[k].([]any)
+		merged, err := smpList(cur, v, key, elem(ft), w)
+		if err != nil {
+			return err
+		}
+		doc[k] = merged
+	default:
+		doc[k] = v
+	}
+	return nil
+}
+
+// retainKeys drops doc's keys that retain ($retainKeys) does not name.
+func retainKeys(doc map[string]any, retain []any) {
+	keep := map[string]bool{}
+	for _, r := range retain {
+		if s, ok := r.(string); ok {
+			keep[s] = true
+		}
+	}
+	for k := range doc {
+		if !keep[k] {
+			delete(doc, k)
+		}
+	}
 }
 
 // smpList merges a patch list into a list: by mergeKey for objects, by value for scalars. The
 // list's elements are indexed once (by their merge key's, or their own, JSON), so a patch of n
 // elements into a list of m costs n+m, not n×m.
 func smpList(doc, patch []any, mergeKey string, t reflect.Type, w *patchWork) ([]any, error) {
-	out := append([]any(nil), doc...)
-	if err := w.spend(len(out) + len(patch)); err != nil {
+	l := &mergeList{
+		out: append([]any(nil), doc...), mergeKey: mergeKey, w: w,
+		byValue: map[string]int{}, byKey: map[string]int{}, deleted: map[int]bool{},
+	}
+	if err := w.spend(len(l.out) + len(patch)); err != nil {
 		return nil, err
 	}
-	byValue := map[string]int{} // JSON of an element → its index in out
-	byKey := map[string]int{}   // JSON of a map element's merge key → its index in out
-	index := func(i int) error {
-		kv, err := canonical(out[i], w)
+	for i := range l.out {
+		if err := l.index(i); err != nil {
+			return nil, err
+		}
+	}
+	for _, pe := range patch {
+		var err error
+		if pm, isMap := pe.(map[string]any); isMap && mergeKey != "" {
+			err = l.mergeObject(pm, t)
+		} else {
+			err = l.mergeValue(pe)
+		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, dup := byValue[kv]; !dup {
-			byValue[kv] = i
-		}
-		if m, ok := out[i].(map[string]any); ok && mergeKey != "" {
-			if k, ok := m[mergeKey]; ok {
-				kk, err := canonical(k, w)
-				if err != nil {
-					return err
-				}
-				if _, dup := byKey[kk]; !dup {
-					byKey[kk] = i
-				}
+	}
+	return l.kept(), nil
+}
+
+// mergeList is a list being merged into, with its elements indexed.
+type mergeList struct {
+	out      []any
+	mergeKey string
+	w        *patchWork
+	byValue  map[string]int // JSON of an element → its index in out
+	byKey    map[string]int // JSON of a map element's merge key → its index in out
+	deleted  map[int]bool   // indexes in out a $patch: delete removed
+}
+
+// index indexes out[i] by its JSON and, for an object, by its merge key's; the first of equals
+// wins.
+func (l *mergeList) index(i int) error {
+	kv, err := canonical(l.out[i], l.w)
+	if err != nil {
+		return err
+	}
+	if _, dup := l.byValue[kv]; !dup {
+		l.byValue[kv] = i
+	}
+	if m, ok := l.out[i].(map[string]any); ok && l.mergeKey != "" {
+		if k, ok := m[l.mergeKey]; ok {
+			kk, err := canonical(k, l.w)
+			if err != nil {
+				return err
 			}
+			if _, dup := l.byKey[kk]; !dup {
+				l.byKey[kk] = i
+			}
+		}
+	}
+	return nil
+}
+
+// mergeValue adds a value the list does not hold yet.
+func (l *mergeList) mergeValue(pe any) error {
+	pv, err := canonical(pe, l.w)
+	if err != nil {
+		return err
+	}
+	if _, ok := l.byValue[pv]; !ok {
+		l.out = append(l.out, pe)
+		l.byValue[pv] = len(l.out) - 1
+	}
+	return nil
+}
+
+// mergeObject merges an object (of type t) into the element with its merge key, adds it if there
+// is none, or deletes that element ($patch: delete).
+func (l *mergeList) mergeObject(pm map[string]any, t reflect.Type) error {
+	kv, ok := pm[l.mergeKey]
+	if !ok {
+		return fmt.Errorf("list element without its merge key %q", l.mergeKey)
+	}
+	kk, err := canonical(kv, l.w)
+	if err != nil {
+		return err
+	}
+	i, found := l.byKey[kk]
+	if pm["$patch"] == "delete" {
+		if found {
+			l.deleted[i] = true
+			delete(l.byKey, kk)
 		}
 		return nil
 	}
-	for i := range out {
-		if err := index(i); err != nil {
-			return nil, err
+	var cur map[string]any
+	if found {
+		cur, _ = l.out[i].(map[string]any)
+	}
+	merged, err := smpMap(cur, pm, t, l.w)
+	if err != nil {
+		return err
+	}
+	if found {
+		l.out[i] = merged
+	} else {
+		l.out = append(l.out, merged)
+		l.byKey[kk] = len(l.out) - 1
+	}
+	return nil
+}
+
+// kept is the merged list without the elements deleted.
+func (l *mergeList) kept() []any {
+	if len(l.deleted) == 0 {
+		return l.out
+	}
+	kept := l.out[:0]
+	for i, e := range l.out {
+		if !l.deleted[i] {
+			kept = append(kept, e)
 		}
 	}
-	deleted := map[int]bool{}
-	for _, pe := range patch {
-		pm, isMap := pe.(map[string]any)
-		if !isMap || mergeKey == "" {
-			pv, err := canonical(pe, w)
-			if err != nil {
-				return nil, err
-			}
-			if _, ok := byValue[pv]; !ok {
-				out = append(out, pe)
-				byValue[pv] = len(out) - 1
-			}
-			continue
-		}
-		kv, ok := pm[mergeKey]
-		if !ok {
-			return nil, fmt.Errorf("list element without its merge key %q", mergeKey)
-		}
-		kk, err := canonical(kv, w)
-		if err != nil {
-			return nil, err
-		}
-		i, found := byKey[kk]
-		if pm["$patch"] == "delete" {
-			if found {
-				deleted[i] = true
-				delete(byKey, kk)
-			}
-			continue
-		}
-		var cur map[string]any
-		if found {
-			cur, _ = out[i].(map[string]any)
-		}
-		merged, err := smpMap(cur, pm, t, w)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			out[i] = merged
-		} else {
-			out = append(out, merged)
-			byKey[kk] = len(out) - 1
-		}
-	}
-	if len(deleted) > 0 {
-		kept := out[:0]
-		for i, e := range out {
-			if !deleted[i] {
-				kept = append(kept, e)
-			}
-		}
-		out = kept
-	}
-	return out, nil
+	return kept
 }
 
 // canonical is v's JSON (maps with sorted keys), as an element's identity in a list; its work is

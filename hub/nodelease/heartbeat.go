@@ -234,39 +234,9 @@ func (l *Lease) settle(code int) error {
 // do sends one request for the lease through rt — body a lease in protobuf, or for PATCH a merge
 // patch — and, on 2xx, records the cloud's object.
 func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name string, body any) (int, *wire.Lease, error) {
-	path := "/apis/" + apiVersion + "/namespaces/" + Namespace + "/leases"
-	if name != "" {
-		path += "/" + name
-	}
-	var rd io.Reader
-	ctype := wire.MediaProtobuf
-	switch b := body.(type) {
-	case *wire.Lease:
-		if b == nil {
-			body = nil
-			break
-		}
-		b.APIVersion, b.Kind = apiVersion, "Lease"
-		data, err := wire.EncodeProto(apiVersion, "Lease", b)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(data)
-	case []byte:
-		rd, ctype = bytes.NewReader(b), "application/merge-patch+json"
-	}
-	req, err := http.NewRequestWithContext(ctx, method, path, rd) // rt fills in its server
+	req, err := leaseRequest(ctx, method, name, body)
 	if err != nil {
 		return 0, nil, err
-	}
-	// Protobuf both ways (JSON still read from a server that answers it): the lease's own codec
-	// and ObjectMeta's generated one, where encoding/json would walk ObjectMeta by reflection —
-	// measured on an idle hub, that walk and the stack growth it causes were most of the binary's
-	// pages a heartbeat faults back in.
-	req.Header.Set("Accept", wire.MediaProtobuf+", "+wire.MediaJSON)
-	req.Header.Set("User-Agent", "nodehub")
-	if rd != nil {
-		req.Header.Set("Content-Type", ctype)
 	}
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
@@ -295,6 +265,45 @@ func (l *Lease) do(ctx context.Context, rt http.RoundTripper, method, name strin
 	}
 	l.mu.Unlock()
 	return resp.StatusCode, &cur, nil
+}
+
+// leaseRequest is the request for lease name ("" for the collection) with body: a lease
+// (protobuf; a nil one is no body) or a merge patch.
+func leaseRequest(ctx context.Context, method, name string, body any) (*http.Request, error) {
+	path := "/apis/" + apiVersion + "/namespaces/" + Namespace + "/leases"
+	if name != "" {
+		path += "/" + name
+	}
+	var rd io.Reader
+	ctype := wire.MediaProtobuf
+	switch b := body.(type) {
+	case *wire.Lease:
+		if b == nil {
+			break
+		}
+		b.APIVersion, b.Kind = apiVersion, "Lease"
+		data, err := wire.EncodeProto(apiVersion, "Lease", b)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(data)
+	case []byte:
+		rd, ctype = bytes.NewReader(b), "application/merge-patch+json"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, path, rd) // rt fills in its server
+	if err != nil {
+		return nil, err
+	}
+	// Protobuf both ways (JSON still read from a server that answers it): the lease's own codec
+	// and ObjectMeta's generated one, where encoding/json would walk ObjectMeta by reflection —
+	// measured on an idle hub, that walk and the stack growth it causes were most of the binary's
+	// pages a heartbeat faults back in.
+	req.Header.Set("Accept", wire.MediaProtobuf+", "+wire.MediaJSON)
+	req.Header.Set("User-Agent", "nodehub")
+	if rd != nil {
+		req.Header.Set("Content-Type", ctype)
+	}
+	return req, nil
 }
 
 // newerRV compares resourceVersions numerically when both are numbers (etcd's are), else treats

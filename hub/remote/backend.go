@@ -160,6 +160,8 @@ func (b *Backend) roundTripSlot(slot int, req *http.Request) (*http.Response, er
 	return t.RoundTrip(&out)
 }
 
+// transport is slot i's transport (an identity over HTTP/1.1 or HTTP/2, or the probes'), made
+// on first use; the node's are made afresh after its certificate changed.
 func (b *Backend) transport(i int) (*http.Transport, error) {
 	id, h2 := Identity(i/2), i%2 == 1
 	if i == pingSlot {
@@ -167,43 +169,69 @@ func (b *Backend) transport(i int) (*http.Transport, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if r, ok := b.creds.(Rotating); ok && id == Node {
-		if g := r.Generation(); g != b.nodeGen {
-			// A new client certificate: requests in flight finish on their connections (the
-			// old certificate is still valid: renewal happens at 70–90% of its life); idle
-			// ones close now, busy ones when the old transport's idle timeout passes.
-			for _, j := range []int{transportSlot(Node, false), transportSlot(Node, true), pingSlot} {
-				if old := b.transports[j]; old != nil {
-					old.CloseIdleConnections()
-					b.transports[j] = nil
-				}
-			}
-			b.nodeGen = g
-		}
+	if id == Node {
+		b.rotateLocked()
 	}
 	if t := b.transports[i]; t != nil {
 		return t, nil
 	}
-	var tlsCfg *tls.Config
-	if b.URL.Scheme == "https" {
-		pool := b.creds.CAPool()
-		if pool == nil {
-			return nil, ErrNoCredentials
-		}
-		// Resumed sessions: a new connection (a client's request after its keep-alive one went
-		// idle, every connection after an outage) skips the server's certificate and signature:
-		// ~1 KB less from the cloud, and less of the apiserver's CPU when a region comes back.
-		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(8)}
-		if id == Node {
-			tlsCfg.GetClientCertificate = b.creds.GetClientCertificate
-		}
-		if i == pingSlot {
-			// While the link is down every probe is a new connection: without the post-quantum
-			// key share Go sends by default, its hello is ~0.3 KB instead of ~1.5 KB. A probe
-			// carries nothing secret (GET /readyz; the node's certificate is public).
-			tlsCfg.CurvePreferences = []tls.CurveID{tls.X25519, tls.CurveP256}
-		}
+	tlsCfg, err := b.tlsConfig(id, i == pingSlot)
+	if err != nil {
+		return nil, err
 	}
+	t := b.newTransport(tlsCfg, h2)
+	b.transports[i] = t
+	return t, nil
+}
+
+// rotateLocked drops the node's transports when its client certificate changed.
+func (b *Backend) rotateLocked() {
+	r, ok := b.creds.(Rotating)
+	if !ok {
+		return
+	}
+	if g := r.Generation(); g != b.nodeGen {
+		// A new client certificate: requests in flight finish on their connections (the
+		// old certificate is still valid: renewal happens at 70–90% of its life); idle
+		// ones close now, busy ones when the old transport's idle timeout passes.
+		for _, j := range []int{transportSlot(Node, false), transportSlot(Node, true), pingSlot} {
+			if old := b.transports[j]; old != nil {
+				old.CloseIdleConnections()
+				b.transports[j] = nil
+			}
+		}
+		b.nodeGen = g
+	}
+}
+
+// tlsConfig is the TLS configuration of identity id's connections (ping: the probes'); nil for a
+// plain-HTTP server.
+func (b *Backend) tlsConfig(id Identity, ping bool) (*tls.Config, error) {
+	if b.URL.Scheme != "https" {
+		return nil, nil
+	}
+	pool := b.creds.CAPool()
+	if pool == nil {
+		return nil, ErrNoCredentials
+	}
+	// Resumed sessions: a new connection (a client's request after its keep-alive one went
+	// idle, every connection after an outage) skips the server's certificate and signature:
+	// ~1 KB less from the cloud, and less of the apiserver's CPU when a region comes back.
+	tlsCfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(8)}
+	if id == Node {
+		tlsCfg.GetClientCertificate = b.creds.GetClientCertificate
+	}
+	if ping {
+		// While the link is down every probe is a new connection: without the post-quantum
+		// key share Go sends by default, its hello is ~0.3 KB instead of ~1.5 KB. A probe
+		// carries nothing secret (GET /readyz; the node's certificate is public).
+		tlsCfg.CurvePreferences = []tls.CurveID{tls.X25519, tls.CurveP256}
+	}
+	return tlsCfg, nil
+}
+
+// newTransport is a transport to the server with tlsCfg, HTTP/2 when h2.
+func (b *Backend) newTransport(tlsCfg *tls.Config, h2 bool) *http.Transport {
 	t := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: b.dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       tlsCfg,
@@ -223,8 +251,7 @@ func (b *Backend) transport(i int) (*http.Transport, error) {
 		// HTTP/1.1 only: also what SPDY and WebSocket upgrades (exec, attach, port-forward) need.
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	}
-	b.transports[i] = t
-	return t, nil
+	return t
 }
 
 // CloseIdle closes idle connections of every transport (after a failure, so the next request dials

@@ -7,13 +7,11 @@ package topology
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"maps"
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"nodehub/filter"
 	"nodehub/listwatch"
@@ -178,43 +176,14 @@ func (t *Source) setPoolFrom(fromNodePool bool, nodes map[string]bool) {
 	t.bumpLocked()
 }
 
-// Run keeps the topology current until ctx ends, and returns when its informers have ended.
+// Run keeps the topology current until ctx ends, and returns when its informers have ended: the
+// services, and with a pool its nodes from the NodePool and from the nodes' labels.
 func (t *Source) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	inform := func(path, name string, tried func(), list func([][]byte), event func(wire.WatchEvent)) {
-		shared := t.Services
-		if name != "services" {
-			shared = nil
-		}
-		wg.Go(func() { t.informer(ctx, path, name, shared, tried, list, event) })
-	}
-	inform("/api/v1/services", "services", nil, func(items [][]byte) {
-		seen := map[string]bool{}
-		for _, it := range items {
-			ns, name, key := serviceKey(it)
-			seen[ns+"/"+name] = true
-			t.setService(ns, name, key)
-		}
-		t.mu.RLock()
-		var gone []string
-		for id := range t.keys {
-			if !seen[id] {
-				gone = append(gone, id)
-			}
-		}
-		t.mu.RUnlock()
-		for _, id := range gone {
-			ns, name, _ := strings.Cut(id, "/")
-			t.setService(ns, name, "")
-		}
-		t.listed(false)
-	}, func(ev wire.WatchEvent) {
-		ns, name, key := serviceKey(ev.Object)
-		if ev.Type == wire.EventDeleted {
-			key = ""
-		}
-		t.setService(ns, name, key)
+	services := t.Services
+	wg.Go(func() {
+		t.informer(ctx, "/api/v1/services", "services", services, nil, t.listServices, t.serviceEvent)
 	})
 	pool := t.poolName
 	if pool == "" {
@@ -223,53 +192,107 @@ func (t *Source) Run(ctx context.Context) {
 	// Both sources run: OpenYurt's NodePool (status.nodes) when that API exists, else the nodes
 	// labelled with the pool. The NodePool wins once it has been seen.
 	poolPath := "/apis/apps.openyurt.io/v1beta2/nodepools?fieldSelector=" + url.QueryEscape("metadata.name="+pool)
-	inform(poolPath, "nodepools", t.poolTried, func(items [][]byte) {
-		if len(items) > 0 {
-			t.setPoolFrom(true, poolNodes(items[0]))
-			t.listed(true)
-		}
-	}, func(ev wire.WatchEvent) {
-		if ev.Type == wire.EventAdded || ev.Type == wire.EventModified {
-			t.setPoolFrom(true, poolNodes(ev.Object))
-		}
+	wg.Go(func() {
+		t.informer(ctx, poolPath, "nodepools", nil, t.poolTried, t.listNodePool, t.nodePoolEvent)
 	})
-	nodes := map[string]bool{}
-	var mu sync.Mutex
+	labelled := &labelledNodes{t: t, nodes: map[string]bool{}}
 	nodePath := "/api/v1/nodes?labelSelector=" + url.QueryEscape("apps.openyurt.io/nodepool="+pool)
-	inform(nodePath, "nodes", t.poolTried, func(items [][]byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		nodes = map[string]bool{}
-		for _, it := range items {
-			if m, err := wire.ExtractMeta(it, "nodes"); err == nil {
-				nodes[m.Name] = true
-			}
-		}
-		t.setPoolFrom(false, maps.Clone(nodes))
-		t.listed(true)
-	}, func(ev wire.WatchEvent) {
-		m, err := wire.ExtractMeta(ev.Object, "nodes")
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev.Type {
-		case wire.EventDeleted:
-			if !nodes[m.Name] {
-				return
-			}
-			delete(nodes, m.Name)
-		case wire.EventAdded, wire.EventModified:
-			if nodes[m.Name] {
-				return // a status update of a member: the pool did not change
-			}
-			nodes[m.Name] = true
-		default:
-			return
-		}
-		t.setPoolFrom(false, maps.Clone(nodes))
+	wg.Go(func() {
+		t.informer(ctx, nodePath, "nodes", nil, t.poolTried, labelled.list, labelled.event)
 	})
+}
+
+// listServices records the listed services' keys and forgets those the list no longer holds.
+func (t *Source) listServices(items [][]byte) {
+	seen := map[string]bool{}
+	for _, it := range items {
+		ns, name, key := serviceKey(it)
+		seen[ns+"/"+name] = true
+		t.setService(ns, name, key)
+	}
+	t.mu.RLock()
+	var gone []string
+	for id := range t.keys {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	t.mu.RUnlock()
+	for _, id := range gone {
+		ns, name, _ := strings.Cut(id, "/")
+		t.setService(ns, name, "")
+	}
+	t.listed(false)
+}
+
+// serviceEvent records a service's key as an event changed it.
+func (t *Source) serviceEvent(ev wire.WatchEvent) {
+	ns, name, key := serviceKey(ev.Object)
+	if ev.Type == wire.EventDeleted {
+		key = ""
+	}
+	t.setService(ns, name, key)
+}
+
+// listNodePool records the pool's nodes from the listed NodePool, if there is one.
+func (t *Source) listNodePool(items [][]byte) {
+	if len(items) > 0 {
+		t.setPoolFrom(true, poolNodes(items[0]))
+		t.listed(true)
+	}
+}
+
+// nodePoolEvent records the pool's nodes from a NodePool that was added or changed.
+func (t *Source) nodePoolEvent(ev wire.WatchEvent) {
+	if ev.Type == wire.EventAdded || ev.Type == wire.EventModified {
+		t.setPoolFrom(true, poolNodes(ev.Object))
+	}
+}
+
+// labelledNodes are the nodes labelled with the pool, as their informer last saw them.
+type labelledNodes struct {
+	t     *Source
+	mu    sync.Mutex
+	nodes map[string]bool
+}
+
+// list records the listed nodes as the pool.
+func (l *labelledNodes) list(items [][]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nodes = map[string]bool{}
+	for _, it := range items {
+		if m, err := wire.ExtractMeta(it, "nodes"); err == nil {
+			l.nodes[m.Name] = true
+		}
+	}
+	l.t.setPoolFrom(false, maps.Clone(l.nodes))
+	l.t.listed(true)
+}
+
+// event records a node that joined or left the pool; a member's status update changes nothing.
+func (l *labelledNodes) event(ev wire.WatchEvent) {
+	m, err := wire.ExtractMeta(ev.Object, "nodes")
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch ev.Type {
+	case wire.EventDeleted:
+		if !l.nodes[m.Name] {
+			return
+		}
+		delete(l.nodes, m.Name)
+	case wire.EventAdded, wire.EventModified:
+		if l.nodes[m.Name] {
+			return // a status update of a member: the pool did not change
+		}
+		l.nodes[m.Name] = true
+	default:
+		return
+	}
+	l.t.setPoolFrom(false, maps.Clone(l.nodes))
 }
 
 func serviceKey(raw []byte) (ns, name, key string) {
@@ -294,72 +317,4 @@ func poolNodes(raw []byte) map[string]bool {
 		out[n] = true
 	}
 	return out
-}
-
-// informer lists path and then watches it from the list's resourceVersion, again and again (with
-// a back-off after failures) until ctx ends: listwatch's loop. A watch that ends is resumed from
-// the last resourceVersion it delivered (an event's or a bookmark's); only a 410 (or the first
-// time) lists again, from the apiserver's watch cache — a hub coming back after an outage does
-// not list every service again. tried, if set, is told once, when the first list ended, however.
-// shared, if set, is asked first each time: a Follow it offers is followed instead (no request).
-func (t *Source) informer(ctx context.Context, path, resource string, shared func(context.Context) Follow, tried func(), onList func([][]byte), onEvent func(wire.WatchEvent)) {
-	fetch := t.fetch
-	sep := "?"
-	if strings.Contains(path, "?") {
-		sep = "&"
-	}
-	rv := ""
-	var once sync.Once
-	listwatch.Loop{First: time.Second, Most: 30 * time.Second, Refused: time.Minute, Wake: t.Returned}.Run(ctx, func(ctx context.Context) (<-chan struct{}, error) {
-		var err error
-		if shared != nil {
-			if follow := shared(ctx); follow != nil {
-				rv = "" // back on fetch, it lists again: the followed copy's resourceVersion is not its
-				err = follow(ctx, func(items [][]byte) {
-					onList(items)
-					if tried != nil {
-						once.Do(tried)
-					}
-				}, onEvent)
-				if err != nil {
-					t.log.Debug("topology: "+resource+" from the shared store", "err", err)
-				}
-				return nil, err
-			}
-		}
-		if rv == "" {
-			var items [][]byte
-			var meta wire.ListMeta
-			meta, err = listwatch.List(ctx, fetch, path+sep+"resourceVersion=0", func(raw []byte) error { items = append(items, raw); return nil })
-			if tried != nil && ctx.Err() == nil {
-				once.Do(tried)
-			}
-			if err == nil {
-				onList(items)
-				rv = meta.ResourceVersion
-			}
-		}
-		if err == nil {
-			err = listwatch.Watch(ctx, fetch, path+sep+"watch=true&allowWatchBookmarks=true&resourceVersion="+url.QueryEscape(rv), 0, func(ev wire.WatchEvent) error {
-				if ev.Type == wire.EventError {
-					rv = "" // the apiserver's in-stream 410: list again
-					return errors.New("error event")
-				}
-				if m, err := wire.ExtractMeta(ev.Object, resource); err == nil && m.ResourceVersion != "" {
-					rv = m.ResourceVersion
-				}
-				if ev.Type != wire.EventBookmark {
-					onEvent(ev)
-				}
-				return nil
-			})
-			if listwatch.IsGone(err) {
-				rv = ""
-			}
-		}
-		if err != nil {
-			t.log.Debug("topology: "+resource+" list/watch", "err", err)
-		}
-		return nil, err
-	})
 }

@@ -89,26 +89,53 @@ func (d Discovery) FetchCA(ctx context.Context, server string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certs: join token: %w", err)
 	}
-	insecure := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} // verified below: JWS, pin, then a verified read
-	info, err := d.get(ctx, server, insecure)
+	kubeconfig, err := d.signedKubeconfig(ctx, server, id, secret)
 	if err != nil {
-		return nil, err
-	}
-	kubeconfig, ok := info.Data["kubeconfig"]
-	if !ok {
-		return nil, errors.New("certs: cluster-info has no kubeconfig")
-	}
-	sig, ok := info.Data["jws-kubeconfig-"+id]
-	if !ok {
-		return nil, fmt.Errorf("%w (no jws-kubeconfig-%s: unknown or expired token, or no bootstrap signer running)", ErrJWS, id)
-	}
-	if err := verifyDetachedJWS(sig, []byte(kubeconfig), id, secret); err != nil {
 		return nil, err
 	}
 	caPEM, err := caFromKubeconfig([]byte(kubeconfig))
 	if err != nil {
 		return nil, err
 	}
+	certs, err := parseCerts(caPEM)
+	if err != nil {
+		return nil, err
+	}
+	if !d.SkipCAVerification {
+		if certs, caPEM, err = d.pinnedCA(certs, caPEM); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.readAgain(ctx, server, certs, kubeconfig); err != nil {
+		return nil, err
+	}
+	return caPEM, nil
+}
+
+// signedKubeconfig reads cluster-info unverified and returns its kubeconfig once the JWS the
+// bootstrap signer made for token id checks out with secret.
+func (d Discovery) signedKubeconfig(ctx context.Context, server, id, secret string) (string, error) {
+	insecure := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} // verified below: JWS, pin, then a verified read
+	info, err := d.get(ctx, server, insecure)
+	if err != nil {
+		return "", err
+	}
+	kubeconfig, ok := info.Data["kubeconfig"]
+	if !ok {
+		return "", errors.New("certs: cluster-info has no kubeconfig")
+	}
+	sig, ok := info.Data["jws-kubeconfig-"+id]
+	if !ok {
+		return "", fmt.Errorf("%w (no jws-kubeconfig-%s: unknown or expired token, or no bootstrap signer running)", ErrJWS, id)
+	}
+	if err := verifyDetachedJWS(sig, []byte(kubeconfig), id, secret); err != nil {
+		return "", err
+	}
+	return kubeconfig, nil
+}
+
+// parseCerts parses the certificates of caPEM; there must be one.
+func parseCerts(caPEM []byte) ([]*x509.Certificate, error) {
 	var certs []*x509.Certificate
 	for rest := caPEM; ; {
 		var b *pem.Block
@@ -127,39 +154,48 @@ func (d Discovery) FetchCA(ctx context.Context, server string) ([]byte, error) {
 	if len(certs) == 0 {
 		return nil, errors.New("certs: cluster-info kubeconfig has no CA certificate")
 	}
-	if !d.SkipCAVerification {
-		kept := pinned(certs, d.CAHashes)
-		if len(kept) == 0 {
-			have := make([]string, len(certs))
-			for i, c := range certs {
-				have[i] = CAHash(c)
-			}
-			if len(d.CAHashes) == 0 {
-				return nil, fmt.Errorf("%w: no pin given (and no CA from an earlier bootstrap); the cloud's CA is %s", ErrCAHash, strings.Join(have, ", "))
-			}
-			return nil, fmt.Errorf("%w: the cloud's CA is %s", ErrCAHash, strings.Join(have, ", "))
+	return certs, nil
+}
+
+// pinnedCA keeps the certificates a pin matches (and their PEM), or fails naming the cloud's.
+func (d Discovery) pinnedCA(certs []*x509.Certificate, caPEM []byte) ([]*x509.Certificate, []byte, error) {
+	kept := pinned(certs, d.CAHashes)
+	if len(kept) == 0 {
+		have := make([]string, len(certs))
+		for i, c := range certs {
+			have[i] = CAHash(c)
 		}
-		// Only what a pin vouches for is trusted: a bundle that holds one pinned CA does not
-		// bring in the others with it.
-		if len(kept) < len(certs) {
-			certs, caPEM = kept, nil
-			for _, c := range kept {
-				caPEM = append(caPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-			}
+		if len(d.CAHashes) == 0 {
+			return nil, nil, fmt.Errorf("%w: no pin given (and no CA from an earlier bootstrap); the cloud's CA is %s", ErrCAHash, strings.Join(have, ", "))
+		}
+		return nil, nil, fmt.Errorf("%w: the cloud's CA is %s", ErrCAHash, strings.Join(have, ", "))
+	}
+	// Only what a pin vouches for is trusted: a bundle that holds one pinned CA does not
+	// bring in the others with it.
+	if len(kept) < len(certs) {
+		caPEM = nil
+		for _, c := range kept {
+			caPEM = append(caPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
 		}
 	}
+	return kept, caPEM, nil
+}
+
+// readAgain reads cluster-info over a connection verified with certs and checks its kubeconfig
+// is the one read unverified.
+func (d Discovery) readAgain(ctx context.Context, server string, certs []*x509.Certificate, kubeconfig string) error {
 	pool := x509.NewCertPool()
 	for _, c := range certs {
 		pool.AddCert(c)
 	}
 	again, err := d.get(ctx, server, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	if err != nil {
-		return nil, fmt.Errorf("certs: cluster-info over a verified connection: %w", err)
+		return fmt.Errorf("certs: cluster-info over a verified connection: %w", err)
 	}
 	if again.Data["kubeconfig"] != kubeconfig {
-		return nil, errors.New("certs: cluster-info changed between the unverified and the verified read")
+		return errors.New("certs: cluster-info changed between the unverified and the verified read")
 	}
-	return caPEM, nil
+	return nil
 }
 
 // pinned returns the certificates whose public key matches one of the pins.

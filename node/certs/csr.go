@@ -378,7 +378,13 @@ func (c *apiClient) watchCSR(ctx context.Context, name, rv string, timeout time.
 		}
 		return nil, &apiError{Code: resp.StatusCode, Msg: statusMessage(data)}
 	}
-	body := &eventReader{r: resp.Body, count: c.count}
+	return c.csrEvents(resp.Body, name)
+}
+
+// csrEvents reads the watch's events of CSR name until one settles it, deletes it or is an
+// ERROR, or the stream ends (nil and nil).
+func (c *apiClient) csrEvents(r io.Reader, name string) (*csrObject, error) {
+	body := &eventReader{r: r, count: c.count}
 	dec := json.NewDecoder(body)
 	for {
 		body.left = maxAnswer
@@ -392,28 +398,37 @@ func (c *apiClient) watchCSR(ctx context.Context, name, rv string, timeout time.
 			}
 			return nil, fmt.Errorf("certs: watch of CSR %s: %w", name, err)
 		}
-		switch ev.Type {
-		case "ADDED", "MODIFIED":
-			cur := new(csrObject)
-			if err := json.Unmarshal(ev.Object, cur); err != nil {
-				return nil, fmt.Errorf("certs: watch of CSR %s: %w", name, err)
-			}
-			if cur.Metadata.Name != name {
-				continue
-			}
-			if done, err := settled(cur); done || err != nil {
-				return cur, err
-			}
-		case "DELETED":
-			return nil, errCSRDeleted
-		case "ERROR":
-			var st struct {
-				Code int `json:"code"`
-			}
-			_ = json.Unmarshal(ev.Object, &st)
-			return nil, &apiError{Code: st.Code, Msg: statusMessage(ev.Object)}
+		if cur, done, err := csrEvent(ev.Type, ev.Object, name); done {
+			return cur, err
 		}
 	}
+}
+
+// csrEvent reads one watch event of CSR name: done when it settles the CSR (cur; an error for a
+// denied or failed one), deletes it (errCSRDeleted) or is an ERROR (*apiError).
+func csrEvent(typ string, object []byte, name string) (cur *csrObject, done bool, err error) {
+	switch typ {
+	case "ADDED", "MODIFIED":
+		cur = new(csrObject)
+		if err := json.Unmarshal(object, cur); err != nil {
+			return nil, true, fmt.Errorf("certs: watch of CSR %s: %w", name, err)
+		}
+		if cur.Metadata.Name != name {
+			return nil, false, nil
+		}
+		if done, err := settled(cur); done || err != nil {
+			return cur, true, err
+		}
+	case "DELETED":
+		return nil, true, errCSRDeleted
+	case "ERROR":
+		var st struct {
+			Code int `json:"code"`
+		}
+		_ = json.Unmarshal(object, &st)
+		return nil, true, &apiError{Code: st.Code, Msg: statusMessage(object)}
+	}
+	return nil, false, nil
 }
 
 var errEventTooLarge = errors.New("event larger than 4 MiB")

@@ -245,49 +245,74 @@ func (m *Manager) bootstrap(ctx context.Context) error {
 	m.mu.Lock()
 	token := m.token
 	m.mu.Unlock()
-	var errs []error
 	if m.cfg.BootstrapKubeconfig != "" && token == m.cfg.Token {
-		kc, err := LoadKubeconfig(m.cfg.BootstrapKubeconfig)
-		if err != nil {
-			return err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(kc.CA) {
-			return fmt.Errorf("certs: %s: no CA", m.cfg.BootstrapKubeconfig)
-		}
-		tlsCfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-		if kc.Token == "" {
-			var pair tls.Certificate
-			if len(kc.CertData) > 0 {
-				pair, err = tls.X509KeyPair(kc.CertData, kc.KeyData)
-			} else {
-				pair, err = tls.LoadX509KeyPair(kc.CertFile, kc.KeyFile)
-			}
-			if err != nil {
-				return fmt.Errorf("certs: %s: %w", m.cfg.BootstrapKubeconfig, err)
-			}
-			tlsCfg.Certificates = []tls.Certificate{pair}
-		}
-		servers := m.cfg.Servers
-		if kc.Server != "" {
-			servers = append([]string{kc.Server}, servers...)
-		}
-		for _, srv := range servers {
-			err := m.issue(ctx, srv, kc.CA, pool, newAPIClient(srv, tlsCfg, kc.Token, 30*time.Second, m.cfg.OnBytes))
-			if err == nil {
-				return nil
-			}
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
+		return m.bootstrapWithKubeconfig(ctx)
 	}
 	if token == "" {
 		return errors.New("certs: no valid certificate and no join token (give --join-token, or POST one to /v1/token)")
 	}
+	return m.bootstrapWithToken(ctx, token)
+}
+
+// bootstrapWithKubeconfig asks for a certificate with the bootstrap kubeconfig's credentials, of
+// its server first and then of the others, until one issues it.
+func (m *Manager) bootstrapWithKubeconfig(ctx context.Context) error {
+	kc, err := LoadKubeconfig(m.cfg.BootstrapKubeconfig)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := m.bootstrapTLS(kc)
+	if err != nil {
+		return err
+	}
+	servers := m.cfg.Servers
+	if kc.Server != "" {
+		servers = append([]string{kc.Server}, servers...)
+	}
+	var errs []error
+	for _, srv := range servers {
+		err := m.issue(ctx, srv, kc.CA, tlsCfg.RootCAs, newAPIClient(srv, tlsCfg, kc.Token, 30*time.Second, m.cfg.OnBytes))
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// bootstrapTLS is the TLS configuration of the bootstrap kubeconfig: its CA, and its client
+// certificate when it has no token.
+func (m *Manager) bootstrapTLS(kc *Kubeconfig) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(kc.CA) {
+		return nil, fmt.Errorf("certs: %s: no CA", m.cfg.BootstrapKubeconfig)
+	}
+	tlsCfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if kc.Token != "" {
+		return tlsCfg, nil
+	}
+	var pair tls.Certificate
+	var err error
+	if len(kc.CertData) > 0 {
+		pair, err = tls.X509KeyPair(kc.CertData, kc.KeyData)
+	} else {
+		pair, err = tls.LoadX509KeyPair(kc.CertFile, kc.KeyFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s: %w", m.cfg.BootstrapKubeconfig, err)
+	}
+	tlsCfg.Certificates = []tls.Certificate{pair}
+	return tlsCfg, nil
+}
+
+// bootstrapWithToken asks each server in turn for a certificate with the join token, over a
+// connection verified with the CA its cluster-info vouches for; a CA no pin matches ends it.
+func (m *Manager) bootstrapWithToken(ctx context.Context, token string) error {
 	d := m.cfg.Discovery
 	d.count = m.cfg.OnBytes
 	d.Token = token
 	d.CAHashes = append(append([]string(nil), d.CAHashes...), m.storedPins...)
+	var errs []error
 	for _, srv := range m.cfg.Servers {
 		caPEM, err := d.FetchCA(ctx, srv)
 		if err != nil {

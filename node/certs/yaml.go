@@ -200,68 +200,102 @@ func flow(s string) (any, string, error) {
 	s = strings.TrimLeft(s, " ")
 	switch {
 	case strings.HasPrefix(s, "{"):
-		m := map[string]any{}
-		s = strings.TrimLeft(s[1:], " ")
-		for !strings.HasPrefix(s, "}") {
-			k, rest, err := flow(s)
-			if err != nil {
-				return nil, "", err
-			}
-			ks, ok := k.(string)
-			rest = strings.TrimLeft(rest, " ")
-			if !ok || !strings.HasPrefix(rest, ":") {
-				return nil, "", fmt.Errorf("want key: value in %q", s)
-			}
-			v, rest, err := flow(rest[1:])
-			if err != nil {
-				return nil, "", err
-			}
-			m[ks] = v
-			if s = strings.TrimLeft(rest, " "); strings.HasPrefix(s, ",") {
-				s = strings.TrimLeft(s[1:], " ")
-			} else if !strings.HasPrefix(s, "}") {
-				return nil, "", fmt.Errorf("unterminated {")
-			}
-		}
-		return m, s[1:], nil
+		return flowMap(s)
 	case strings.HasPrefix(s, "["):
-		out := []any{}
-		s = strings.TrimLeft(s[1:], " ")
-		for !strings.HasPrefix(s, "]") {
-			v, rest, err := flow(s)
-			if err != nil {
-				return nil, "", err
-			}
-			out = append(out, v)
-			if s = strings.TrimLeft(rest, " "); strings.HasPrefix(s, ",") {
-				s = strings.TrimLeft(s[1:], " ")
-			} else if !strings.HasPrefix(s, "]") {
-				return nil, "", fmt.Errorf("unterminated [")
-			}
-		}
-		return out, s[1:], nil
+		return flowSeq(s)
 	case strings.HasPrefix(s, "\""):
-		for i := 1; i < len(s); i++ {
-			if s[i] == '\\' {
-				i++
-			} else if s[i] == '"' {
-				v, err := strconv.Unquote(s[:i+1])
-				return v, s[i+1:], err
-			}
-		}
-		return nil, "", fmt.Errorf("unterminated quote")
+		return flowDoubleQuoted(s)
 	case strings.HasPrefix(s, "'"):
-		for i := 1; i < len(s); i++ {
-			if s[i] == '\'' {
-				if i+1 < len(s) && s[i+1] == '\'' {
-					i++
-					continue
-				}
-				return strings.ReplaceAll(s[1:i], "''", "'"), s[i+1:], nil
-			}
-		}
-		return nil, "", fmt.Errorf("unterminated quote")
+		return flowSingleQuoted(s)
 	}
+	return flowPlain(s)
+}
+
+// flowMap reads a flow mapping ({k: v, …}) from the start of s.
+func flowMap(s string) (any, string, error) {
+	m := map[string]any{}
+	s = strings.TrimLeft(s[1:], " ")
+	for !strings.HasPrefix(s, "}") {
+		k, rest, err := flow(s)
+		if err != nil {
+			return nil, "", err
+		}
+		ks, ok := k.(string)
+		rest = strings.TrimLeft(rest, " ")
+		if !ok || !strings.HasPrefix(rest, ":") {
+			return nil, "", fmt.Errorf("want key: value in %q", s)
+		}
+		v, rest, err := flow(rest[1:])
+		if err != nil {
+			return nil, "", err
+		}
+		m[ks] = v
+		if s, err = flowNext(rest, "{", "}"); err != nil {
+			return nil, "", err
+		}
+	}
+	return m, s[1:], nil
+}
+
+// flowSeq reads a flow sequence ([a, …]) from the start of s.
+func flowSeq(s string) (any, string, error) {
+	out := []any{}
+	s = strings.TrimLeft(s[1:], " ")
+	for !strings.HasPrefix(s, "]") {
+		v, rest, err := flow(s)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, v)
+		if s, err = flowNext(rest, "[", "]"); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, s[1:], nil
+}
+
+// flowNext skips what follows an entry of a flow collection (open … close): a comma and the
+// spaces after it, or nothing before its closing bracket; anything else is an error.
+func flowNext(rest, open, close string) (string, error) {
+	s := strings.TrimLeft(rest, " ")
+	if strings.HasPrefix(s, ",") {
+		return strings.TrimLeft(s[1:], " "), nil
+	}
+	if !strings.HasPrefix(s, close) {
+		return "", fmt.Errorf("unterminated %s", open)
+	}
+	return s, nil
+}
+
+// flowDoubleQuoted reads a "quoted" scalar, its escapes Go's, from the start of s.
+func flowDoubleQuoted(s string) (any, string, error) {
+	for i := 1; i < len(s); i++ {
+		if s[i] == '\\' {
+			i++
+		} else if s[i] == '"' {
+			v, err := strconv.Unquote(s[:i+1])
+			return v, s[i+1:], err
+		}
+	}
+	return nil, "", fmt.Errorf("unterminated quote")
+}
+
+// flowSingleQuoted reads a 'quoted' scalar (” is a quote) from the start of s.
+func flowSingleQuoted(s string) (any, string, error) {
+	for i := 1; i < len(s); i++ {
+		if s[i] == '\'' {
+			if i+1 < len(s) && s[i+1] == '\'' {
+				i++
+				continue
+			}
+			return strings.ReplaceAll(s[1:i], "''", "'"), s[i+1:], nil
+		}
+	}
+	return nil, "", fmt.Errorf("unterminated quote")
+}
+
+// flowPlain reads a plain scalar, up to the flow's next separator, from the start of s.
+func flowPlain(s string) (any, string, error) {
 	end := strings.IndexAny(s, ",:}]")
 	for end >= 0 && s[end] == ':' && end+1 < len(s) && s[end+1] != ' ' { // a colon inside a plain scalar (a URL)
 		next := strings.IndexAny(s[end+1:], ",:}]")
