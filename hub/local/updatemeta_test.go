@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"nodehub/cache"
 	"nodehub/wire"
 )
 
@@ -16,16 +15,7 @@ import (
 func TestOfflineUnconditionalUpdateKeepsTheCopysVersion(t *testing.T) {
 	p := newProxy(t)
 	const node = `{"kind":"Node","apiVersion":"v1","metadata":{"name":"edge-1","uid":"n1","resourceVersion":"7","generation":3,"creationTimestamp":"2026-01-02T03:04:05Z"},"spec":{}}`
-	m, err := wire.ExtractMeta([]byte(node), "nodes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubelet := caller{ua: "kubelet/v1.34.4", own: "kubelet", node: true}
-	k := cache.Key{Resource: cache.Resource{Owner: kubelet.own, Version: "v1", Resource: "nodes"}, Name: m.Name}
-	h := cache.Header{ContentType: wire.MediaJSON, APIVersion: m.APIVersion, Kind: m.Kind, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion}
-	if err := p.Store.Put(k, &h, []byte(node)); err != nil {
-		t.Fatal(err)
-	}
+	kubelet, k := cachedNode(t, p, node)
 	put := func(meta string) (int, string) {
 		body := `{"kind":"Node","apiVersion":"v1","metadata":{"name":"edge-1"` + meta + `,"labels":{"a":"b"}},"spec":{"unschedulable":true}}`
 		w := kubelet.send(t, p, http.MethodPut, "/api/v1/nodes/edge-1", "application/json", body)
