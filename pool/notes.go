@@ -263,45 +263,58 @@ func (p *Pool) runNotes(ctx context.Context) {
 	if p.cfg.OnNotes == nil {
 		return
 	}
-	b := p.notes
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
-	go func() { // send this hub's note: at each change, and every noteRefresh
+	go func() {
 		defer wg.Done()
-		sentGen, sentTo := uint64(0), ""
-		tick := time.NewTicker(noteRefresh)
-		defer tick.Stop()
-		for {
-			b.mu.Lock()
-			doc, gen := b.own, b.ownGen
-			b.mu.Unlock()
-			leader, leading := p.leaderNow()
-			switch {
-			case !b.member(p.cfg.NodeName):
-				sentGen, sentTo = 0, "" // not a member: the leader would refuse it
-			case leading:
-				_ = b.put(p.cfg.NodeName, doc, time.Now())
-				sentGen, sentTo = gen, ""
-			case leader != "" && (gen != sentGen || leader != sentTo):
-				if err := p.putNote(ctx, leader, doc); err == nil {
-					sentGen, sentTo = gen, leader
-				}
-			}
-			if leading {
-				b.expire(time.Now())
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-b.kick:
-			case <-tick.C:
-				sentGen = 0 // refresh
-			case <-p.leaderChanged():
-			case <-time.After(time.Second): // a failed send is tried again
+		p.sendNotes(ctx)
+	}()
+	p.receiveNotes(ctx)
+}
+
+// sendNotes sends this hub's note to the leader (or keeps it, when leading) at each change, and
+// every noteRefresh, until ctx ends.
+func (p *Pool) sendNotes(ctx context.Context) {
+	b := p.notes
+	sentGen, sentTo := uint64(0), ""
+	tick := time.NewTicker(noteRefresh)
+	defer tick.Stop()
+	for {
+		b.mu.Lock()
+		doc, gen := b.own, b.ownGen
+		b.mu.Unlock()
+		leader, leading := p.leaderNow()
+		switch {
+		case !b.member(p.cfg.NodeName):
+			sentGen, sentTo = 0, "" // not a member: the leader would refuse it
+		case leading:
+			_ = b.put(p.cfg.NodeName, doc, time.Now())
+			sentGen, sentTo = gen, ""
+		case leader != "" && (gen != sentGen || leader != sentTo):
+			if err := p.putNote(ctx, leader, doc); err == nil {
+				sentGen, sentTo = gen, leader
 			}
 		}
-	}()
+		if leading {
+			b.expire(time.Now())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.kick:
+		case <-tick.C:
+			sentGen = 0 // refresh
+		case <-p.leaderChanged():
+		case <-time.After(time.Second): // a failed send is tried again
+		}
+	}
+}
+
+// receiveNotes tells OnNotes the pool's notes (the members' only) each time they change, read
+// here when leading and from the leader otherwise, until ctx ends.
+func (p *Pool) receiveNotes(ctx context.Context) {
+	b := p.notes
 	var gen uint64
 	var last map[string][]byte
 	for ctx.Err() == nil {

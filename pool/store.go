@@ -151,6 +151,28 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 	if apiVersion != "" {
 		s.apiVersion, s.kind = apiVersion, kind
 	}
+	newm, size := s.listedLocked(items)
+	if !s.synced {
+		s.fillLocked(newm, size, listRV)
+		s.notify()
+		return
+	}
+	if s.reset {
+		s.reset, s.stale = false, ""
+		if listRV < s.rv {
+			s.newTimelineLocked(newm, size, listRV)
+			s.relist = false
+			s.notify()
+			return
+		}
+	}
+	s.turnIntoLocked(newm, size, listRV)
+	s.notify()
+}
+
+// listedLocked returns a list's objects by key and their raw bytes, keeping the store's copy of
+// an object the list holds unchanged or older.
+func (s *Store) listedLocked(items []*object) (map[string]*object, int64) {
 	newm := make(map[string]*object, len(items))
 	var size int64
 	for _, o := range items {
@@ -164,26 +186,42 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 		newm[k] = o
 		size += int64(len(o.raw))
 	}
-	if !s.synced {
-		s.objs, s.objBytes, s.rv, s.floor, s.synced, s.relist = newm, size, listRV, listRV, true, false
-		s.reset, s.stale = false, ""
-		select {
-		case <-s.listed: // listed before, then emptied past its bounds (overflowLocked)
-		default:
-			close(s.listed)
-		}
-		s.notify()
-		return
+	return newm, size
+}
+
+// fillLocked fills a store that holds no list with the first one.
+func (s *Store) fillLocked(newm map[string]*object, size int64, listRV uint64) {
+	s.objs, s.objBytes, s.rv, s.floor, s.synced, s.relist = newm, size, listRV, listRV, true, false
+	s.reset, s.stale = false, ""
+	select {
+	case <-s.listed: // listed before, then emptied past its bounds (overflowLocked)
+	default:
+		close(s.listed)
 	}
-	if s.reset {
-		s.reset, s.stale = false, ""
-		if listRV < s.rv {
-			s.newTimelineLocked(newm, size, listRV)
-			s.relist = false
-			s.notify()
-			return
+}
+
+// turnIntoLocked replaces the store's contents with a list's, pushing the events between them
+// into the window.
+func (s *Store) turnIntoLocked(newm map[string]*object, size int64, listRV uint64) {
+	evs := s.diffLocked(newm, listRV)
+	prev := s.objs
+	s.objs, s.objBytes, s.relist = newm, size, false
+	for k, old := range prev {
+		if newm[k] != old {
+			s.retire(old)
 		}
 	}
+	for _, ev := range evs {
+		s.push(ev, len(evs)) // the whole difference stays in the window: its watches carry on
+	}
+	if listRV > s.rv {
+		s.rv = listRV
+	}
+}
+
+// diffLocked returns the events that turn the store's contents into newm: the additions and
+// changes in resourceVersion order, then the deletions at the list's resourceVersion.
+func (s *Store) diffLocked(newm map[string]*object, listRV uint64) []event {
 	var evs []event
 	for k, o := range newm {
 		old := s.objs[k]
@@ -200,20 +238,7 @@ func (s *Store) replace(items []*object, listRV uint64, apiVersion, kind string)
 			evs = append(evs, event{typ: wire.EventDeleted, obj: old, rv: listRV})
 		}
 	}
-	prev := s.objs
-	s.objs, s.objBytes, s.relist = newm, size, false
-	for k, old := range prev {
-		if newm[k] != old {
-			s.retire(old)
-		}
-	}
-	for _, ev := range evs {
-		s.push(ev, len(evs)) // the whole difference stays in the window: its watches carry on
-	}
-	if listRV > s.rv {
-		s.rv = listRV
-	}
-	s.notify()
+	return evs
 }
 
 // apply applies one watch event from the upstream; one that takes the store past its bounds
