@@ -172,76 +172,105 @@ func (s *Store) list(ctx context.Context, up Upstream) error {
 // watch-list: the upstream first sends the whole state as ADDED events, ended by a bookmark
 // annotated k8s.io/initial-events-end, which replaces the store's contents.
 func (s *Store) watch(ctx context.Context, up Upstream, initial bool) error {
-	timeout := 300 + rand.IntN(300) // as client-go spreads its watches: 5–10 minutes
-	q := "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + strconv.Itoa(timeout)
-	if initial {
-		rv := ""
-		if s.Synced() && !s.resetting() {
-			rv = strconv.FormatUint(s.ResourceVersion(), 10)
-		}
-		q += "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=" + rv
-	} else {
-		q += "&resourceVersion=" + strconv.FormatUint(s.ResourceVersion(), 10)
-	}
-	path := s.res.url(q)
-	var items []*object
-	var size int64
-	var quiet *time.Timer
+	path := s.res.url(s.watchQuery(initial))
+	run := &watchRun{initial: initial}
 	if initial {
 		// An upstream that ignores sendInitialEvents (an apiserver before v1.27) answers a plain
 		// watch, which from a resourceVersion with nothing new says nothing at all: a watch-list
 		// that says nothing for initialSilence is taken for one.
 		wctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		quiet = time.AfterFunc(initialSilence, func() { cancel(errNoWatchList) })
-		defer quiet.Stop()
+		run.quiet = time.AfterFunc(initialSilence, func() { cancel(errNoWatchList) })
+		defer run.quiet.Stop()
 		ctx = wctx
 	}
 	ctx, alive, stop := s.watchdog(ctx)
 	defer stop()
 	err := listwatch.Watch(ctx, up.Fetch, path, up.Silence, func(ev wire.WatchEvent) error {
-		if quiet != nil {
-			quiet.Stop()
+		if run.quiet != nil {
+			run.quiet.Stop()
 		}
 		alive()
-		switch ev.Type {
-		case wire.EventError:
-			return s.errorEvent(ev) // the apiserver's 410 Expired, or "too large"
-		case wire.EventBookmark:
-			m, err := wire.ExtractMeta(ev.Object, s.res.Resource)
-			if err != nil {
-				return nil
-			}
-			if initial {
-				if !wire.EndsInitialEvents(ev.Object) {
-					return errNoWatchList // a server that ignored sendInitialEvents
-				}
-				s.replace(items, parseRV(m.ResourceVersion), m.APIVersion, m.Kind)
-				items, initial = nil, false
-				return nil
-			}
-			s.sawBookmark()
-			s.bookmark(parseRV(m.ResourceVersion))
-			return nil
-		}
-		o, err := newObject(ev.Object, s.res)
-		if err != nil {
-			return err
-		}
-		if initial {
-			items, size = append(items, o), size+int64(len(o.raw))
-			if s.over(len(items), size) {
-				s.overflow()
-				return errTooLarge // what was read goes: memory holds at most the bounds
-			}
-			return nil
-		}
-		s.apply(ev.Type, o)
-		if !s.Synced() {
-			return errTooLarge // it went past its bounds: list again (and again, with the back-off)
+		return s.watchEvent(run, ev)
+	})
+	return s.watchEnded(ctx, up, run.initial, err)
+}
+
+// watchRun is the state of one watch: whether it is still in a watch-list's initial events, and
+// the objects these sent so far.
+type watchRun struct {
+	initial bool
+	items   []*object
+	size    int64
+	quiet   *time.Timer // stopped by the first event of a watch-list
+}
+
+// watchQuery returns the query of a watch from the store's resourceVersion (with initial, of a
+// watch-list, from it if the store holds a list).
+func (s *Store) watchQuery(initial bool) string {
+	timeout := 300 + rand.IntN(300) // as client-go spreads its watches: 5–10 minutes
+	q := "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + strconv.Itoa(timeout)
+	if !initial {
+		return q + "&resourceVersion=" + strconv.FormatUint(s.ResourceVersion(), 10)
+	}
+	rv := ""
+	if s.Synced() && !s.resetting() {
+		rv = strconv.FormatUint(s.ResourceVersion(), 10)
+	}
+	return q + "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=" + rv
+}
+
+// watchEvent applies one event of a watch: to the store, or (in a watch-list's initial events)
+// to the objects that will replace its contents.
+func (s *Store) watchEvent(run *watchRun, ev wire.WatchEvent) error {
+	switch ev.Type {
+	case wire.EventError:
+		return s.errorEvent(ev) // the apiserver's 410 Expired, or "too large"
+	case wire.EventBookmark:
+		return s.watchBookmark(run, ev)
+	}
+	o, err := newObject(ev.Object, s.res)
+	if err != nil {
+		return err
+	}
+	if run.initial {
+		run.items, run.size = append(run.items, o), run.size+int64(len(o.raw))
+		if s.over(len(run.items), run.size) {
+			s.overflow()
+			return errTooLarge // what was read goes: memory holds at most the bounds
 		}
 		return nil
-	})
+	}
+	s.apply(ev.Type, o)
+	if !s.Synced() {
+		return errTooLarge // it went past its bounds: list again (and again, with the back-off)
+	}
+	return nil
+}
+
+// watchBookmark moves the store's resourceVersion on, or ends a watch-list's initial events by
+// replacing the store's contents with them.
+func (s *Store) watchBookmark(run *watchRun, ev wire.WatchEvent) error {
+	m, err := wire.ExtractMeta(ev.Object, s.res.Resource)
+	if err != nil {
+		return nil
+	}
+	if run.initial {
+		if !wire.EndsInitialEvents(ev.Object) {
+			return errNoWatchList // a server that ignored sendInitialEvents
+		}
+		s.replace(run.items, parseRV(m.ResourceVersion), m.APIVersion, m.Kind)
+		run.items, run.initial = nil, false
+		return nil
+	}
+	s.sawBookmark()
+	s.bookmark(parseRV(m.ResourceVersion))
+	return nil
+}
+
+// watchEnded returns what the end of a watch means: nil for its timeout (watch again from where
+// the store is), errAhead, errGone, errListInstead, errTooLarge, or the upstream's failure.
+func (s *Store) watchEnded(ctx context.Context, up Upstream, initial bool, err error) error {
 	if errors.Is(err, errTooLarge) {
 		maxN, maxB := s.bounds()
 		return fmt.Errorf("pool: watch %s: past %d objects or %d bytes; its clients read the cloud: %w", s.res, maxN, maxB, errTooLarge)
