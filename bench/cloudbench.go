@@ -296,7 +296,7 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 			}
 		}()
 	}
-	time.Sleep(30 * time.Second) // the initial lists and watches
+	time.Sleep(30*time.Second + time.Duration(n)*300*time.Millisecond) // the initial lists and watches
 	purposes := []string{"proxied", "heartbeat", "pool", "own", "certs"}
 	byPurpose := func() map[string]float64 {
 		m := map[string]float64{}
