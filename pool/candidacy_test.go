@@ -112,7 +112,7 @@ func TestElectionOnlyAmongHubsThatCanServe(t *testing.T) {
 	f := &fakeLeases{at: now}
 	f.set("edge-1", "10.0.0.1:10269", now, false)
 	f.set("edge-2", "10.0.0.2:10269", now, false)
-	delete(f.leases[1].Annotations, AnnotationAddress) // it cannot serve the pool: no candidate
+	delete(f.leases[1].Labels, LabelPool) // it cannot serve the pool: no candidate
 	cannot := func(context.Context) (string, string) { return ReasonNoServingCert, "no serving certificate" }
 	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: cannot, settleFor: new(time.Duration)}
 	ctx := context.Background()
@@ -225,7 +225,7 @@ func TestCandidacySettlesBeforeLeading(t *testing.T) {
 	now := time.Now()
 	f := &fakeLeases{at: now}
 	f.set("edge-1", "10.0.0.1:10269", now, false)
-	delete(f.leases[0].Annotations, AnnotationAddress) // its last heartbeat's word: no candidate
+	delete(f.leases[0].Labels, LabelPool) // its last heartbeat's word: no candidate
 	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: servable}
 	ctx := context.Background()
 	if e.round(ctx, now); p.Leading() {
