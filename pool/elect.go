@@ -166,11 +166,13 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	e.pending = ""
 	if err == nil && best != "" && addr == "" {
 		// The next leader is known, not yet where it serves: its address comes with its leader
-		// mark, at its next renewal. Meanwhile this hub reads the cloud, and looks again soon.
+		// mark, at its next renewal. Meanwhile this hub reads the cloud, and looks again soon
+		// (less and less often while it does not come: no list every few seconds for good).
 		e.pending = best
+		e.idle++
 		e.p.setLeader("", false)
 		e.p.setNoLeaderWhy("the pool's next leader " + best + " has not published its address yet")
-		return retry
+		return doubled(retry, e.idle-1, maxNoLeader)
 	}
 	if err != nil && !e.p.eligible() {
 		// The cloud cannot say, and this hub could not lead anyway: no hurry (at the cloud's

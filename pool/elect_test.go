@@ -169,6 +169,10 @@ func TestElectionListsOnlyTheLeaderWhileThereIsOne(t *testing.T) {
 	if p.leader != "" || e.pending != "edge-1" || strings.Join(f.lists, ",") != LabelLeader+"=p,"+LabelPool+"=p" {
 		t.Fatalf("after the leader died: leader %q, next %q, lists %q; want edge-1 from the members' list, not followed before its lease says its address", p.leader, e.pending, f.lists)
 	}
+	// While its lease does not say it, this hub looks again less and less often.
+	if w1, w2 := e.round(ctx, f.at), e.round(ctx, f.at); w2 <= w1 || w2 > maxNoLeader || p.leader != "" {
+		t.Fatalf("rounds waiting for the next leader's address wait %v then %v (leader %q), want a growing back-off", w1, w2, p.leader)
+	}
 	// edge-1 marks its lease as the leader's, with its address, at its next renewal.
 	f.set("edge-1", "10.0.0.1:10269", f.at, true)
 	f.lists = nil
