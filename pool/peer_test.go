@@ -3,8 +3,8 @@ package pool
 import (
 	"context"
 	"fmt"
-	"net"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
