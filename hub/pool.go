@@ -32,6 +32,9 @@ type PoolConfig struct {
 // newPool builds the pool from the configuration, or nil when sharing is off.
 func (s *Server) newPool() (*pool.Pool, error) {
 	pc := s.cfg.Pool
+	if pc.Mode != pool.ModeLease || len(pc.Resources) == 0 {
+		clearLeaseMarks(s.lease)
+	}
 	if len(pc.Resources) == 0 {
 		return nil, nil
 	}
