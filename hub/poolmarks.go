@@ -30,3 +30,10 @@ func (m *leaseMarks) set(change func(*leaseMarks)) {
 		m.lease.SetAnnotation(k, v)
 	}
 }
+
+// clearLeaseMarks takes lease mode's marks off the lease at its next renewal, if it has them: a
+// hub that ran in lease mode before (another --pool-mode now) would otherwise stand for a pool it
+// no longer serves, elected and never leading, and pay for the marks in every renewal's answer.
+func clearLeaseMarks(lease *nodelease.Lease) {
+	(&leaseMarks{lease: lease}).set(func(*leaseMarks) {})
+}
