@@ -119,13 +119,14 @@ func servingCerts(ctx context.Context, e *env, edges []*harness.Edge) (done func
 		stop()
 		<-approved
 		defer signer.Stop()
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		wait := 2*time.Minute + time.Duration(len(edges))*time.Second
+		for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
 			n, err := waiting()
 			if err != nil || n == 0 {
 				return err
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%d serving CSRs not issued within 2m", n)
+				return fmt.Errorf("%d serving CSRs not issued within %v", n, wait)
 			}
 		}
 	}, nil
@@ -230,10 +231,12 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 			return err
 		}
 	}
-	deadline := time.Now().Add(3 * time.Minute)
+	// 100 hubs on a loaded machine start slower than 10: the wait grows with the pool.
+	wait := 3*time.Minute + time.Duration(n)*3*time.Second
+	deadline := time.Now().Add(wait)
 	for ready := false; !ready; {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("hubs not ready (stores synced, one leader) within 3m")
+			return fmt.Errorf("hubs not ready (stores synced, one leader) within %v", wait)
 		}
 		time.Sleep(time.Second)
 		ready = true
@@ -293,7 +296,7 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 			}
 		}()
 	}
-	time.Sleep(30 * time.Second) // the initial lists and watches
+	time.Sleep(30*time.Second + time.Duration(n)*300*time.Millisecond) // the initial lists and watches
 	purposes := []string{"proxied", "heartbeat", "pool", "own", "certs"}
 	byPurpose := func() map[string]float64 {
 		m := map[string]float64{}

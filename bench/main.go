@@ -129,7 +129,11 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if os.Getenv("NODEHUB_BENCH_KEEP") == "" { // set: the hubs' directories and logs are kept
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "bench: keeping", dir)
+	}
 	if o.only == "flannel" { // the e2e test's two nodes and control plane, not this one
 		return benchFlannel(o.flannelRestarts)
 	}

@@ -33,31 +33,23 @@ type PoolConfig struct {
 // newPool builds the pool from the configuration, or nil when sharing is off.
 func (s *Server) newPool() (*pool.Pool, error) {
 	pc := s.cfg.Pool
+	if pc.Mode != pool.ModeLease || len(pc.Resources) == 0 {
+		clearLeaseMarks(s.lease)
+	}
 	if len(pc.Resources) == 0 {
 		return nil, nil
 	}
 	onRole := s.pm.setRole
 	var onCandidacy func(string)
 	if pc.Mode == pool.ModeLease {
-		// Only a hub that can serve the pool stands: its lease is marked as the pool's, with its
-		// address (pool.LeaseMarks), while it can; without the marks its lease costs the link
-		// what a node-level hub's does.
-		onCandidacy = func(reason string) {
-			labels, annotations := pool.LeaseMarks(s.cfg.NodePoolName, pc.Addr)
-			for k, v := range labels {
-				s.lease.SetLabel(k, keepIf(reason == "", v))
-			}
-			for k, v := range annotations {
-				s.lease.SetAnnotation(k, keepIf(reason == "", v))
-			}
-		}
+		// Only a hub that can serve the pool stands: its lease is marked as the pool's while it
+		// can, and the leader's also as the leader's, with its address (pool.LeaseMarks); without
+		// the marks its lease costs the link what a node-level hub's does.
+		marks := &leaseMarks{lease: s.lease, pool: s.cfg.NodePoolName, addr: pc.Addr}
+		onCandidacy = func(reason string) { marks.set(func(m *leaseMarks) { m.stands = reason == "" }) }
 		onRole = func(role, leader string) {
 			s.pm.setRole(role, leader)
-			mark := "" // the leader marks its lease as the pool's (pool.LabelLeader)
-			if role == "leader" {
-				mark = s.cfg.NodePoolName
-			}
-			s.lease.SetLabel(pool.LabelLeader, mark)
+			marks.set(func(m *leaseMarks) { m.leads = role == "leader" })
 		}
 	}
 	return pool.New(pool.Config{
@@ -94,12 +86,4 @@ func sharedResources(rs []pool.Resource) []string {
 		out = append(out, r.Group+"/"+r.Resource)
 	}
 	return out
-}
-
-// keepIf is v when keep, else "" (a lease mark removed).
-func keepIf(keep bool, v string) string {
-	if keep {
-		return v
-	}
-	return ""
 }

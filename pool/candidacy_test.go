@@ -93,7 +93,7 @@ func TestElectionOnlyAmongHubsThatCanServe(t *testing.T) {
 	f := &fakeLeases{at: now}
 	f.set("edge-1", "10.0.0.1:10269", now, false)
 	f.set("edge-2", "10.0.0.2:10269", now, false)
-	delete(f.leases[1].Annotations, AnnotationAddress) // it cannot serve the pool: no candidate
+	delete(f.leases[1].Labels, LabelPool) // it cannot serve the pool: no candidate
 	cannot := func(context.Context) (string, string) { return ReasonNoServingCert, "no serving certificate" }
 	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: cannot, settleFor: new(time.Duration)}
 	ctx := context.Background()
@@ -206,7 +206,7 @@ func TestCandidacySettlesBeforeLeading(t *testing.T) {
 	now := time.Now()
 	f := &fakeLeases{at: now}
 	f.set("edge-1", "10.0.0.1:10269", now, false)
-	delete(f.leases[0].Annotations, AnnotationAddress) // its last heartbeat's word: no candidate
+	delete(f.leases[0].Labels, LabelPool) // its last heartbeat's word: no candidate
 	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: servable}
 	ctx := context.Background()
 	if e.round(ctx, now); p.Leading() {
@@ -264,5 +264,43 @@ func TestFollowerDoesNotPassOverAMemberNotLeadingYet(t *testing.T) {
 	}
 	if s := p.takeSuspect(); s != "" {
 		t.Fatalf("the member not leading yet was passed over (%q)", s)
+	}
+}
+
+// Issue 29 (5): a leader whose pool port misses a dial on a loaded node keeps leading; only
+// portChecks failed checks in a row take its candidacy away (one timeout made a leader of 99
+// followers step down again and again at 100 hubs, every follower reading the cloud anew).
+func TestPoolPortMissedOnceKeepsTheCandidacy(t *testing.T) {
+	p, err := New(Config{Mode: ModeLease, NodeName: "edge-1", PoolName: "p", Addr: "10.0.0.1:10269", SelfDeclared: true,
+		Cloud: func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("offline") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := false
+	check := func(context.Context) (string, string) {
+		if down {
+			return ReasonPortDown, "pool port down: i/o timeout"
+		}
+		return "", ""
+	}
+	e := &elector{p: p, passed: map[string]string{}, canServe: check}
+	ctx := context.Background()
+	e.candidacy(ctx)
+	down = true
+	for i := 1; i < portChecks; i++ {
+		if e.candidacy(ctx); !p.eligible() {
+			t.Fatalf("after %d missed dial(s) of the pool port the hub no longer stands, want it to until %d", i, portChecks)
+		}
+	}
+	down = false
+	e.candidacy(ctx)
+	down = true
+	for i := 1; i < portChecks; i++ {
+		if e.candidacy(ctx); !p.eligible() {
+			t.Fatalf("a check that passed did not start the count again")
+		}
+	}
+	if e.candidacy(ctx); p.eligible() {
+		t.Fatalf("after %d missed dials of the pool port the hub still stands", portChecks)
 	}
 }

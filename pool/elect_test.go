@@ -19,7 +19,8 @@ import (
 // fakeLeases are the pool's node Leases as the cloud has them, for an elector's list.
 type fakeLeases struct {
 	leases []*wire.Lease
-	at     time.Time // the apiserver's time
+	addrs  map[string]string // node → its pool address
+	at     time.Time         // the apiserver's time
 	err    error
 	lists  []string // the selectors listed
 }
@@ -28,10 +29,22 @@ type fakeLeases struct {
 func (f *fakeLeases) set(node, addr string, renew time.Time, leader bool) {
 	dur := int32(40)
 	rt := metav1.NewMicroTime(renew)
-	l := &wire.Lease{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: "kube-node-lease", Labels: map[string]string{LabelPool: "p"}, Annotations: map[string]string{AnnotationAddress: addr}},
+	if f.addrs == nil {
+		f.addrs = map[string]string{}
+	}
+	f.addrs[node] = addr
+	labels, annotations := LeaseMarks("p", addr, true, leader)
+	l := &wire.Lease{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: "kube-node-lease", Labels: map[string]string{}, Annotations: map[string]string{}},
 		Spec: wire.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, RenewTime: &rt}}
-	if leader {
-		l.Labels[LabelLeader] = "p"
+	for k, v := range labels {
+		if v != "" {
+			l.Labels[k] = v
+		}
+	}
+	for k, v := range annotations {
+		if v != "" {
+			l.Annotations[k] = v
+		}
 	}
 	for i, o := range f.leases {
 		if o.Name == node {
@@ -55,6 +68,22 @@ func (f *fakeLeases) list(_ context.Context, selector string) ([]*wire.Lease, ti
 		}
 	}
 	return out, f.at, nil
+}
+
+// round is one of e's rounds; when it elected a member whose lease does not say its address yet
+// (only a leader's does), that member marks its lease as the leader's, as its next renewal would,
+// and e looks again.
+func (f *fakeLeases) round(ctx context.Context, e *elector, now time.Time) time.Duration {
+	wait := e.round(ctx, now)
+	if e.pending == "" {
+		return wait
+	}
+	for _, l := range f.leases {
+		if l.Name == e.pending {
+			f.set(l.Name, f.addrs[l.Name], l.Spec.RenewTime.Time, true)
+		}
+	}
+	return e.round(ctx, now)
 }
 
 // The leader is the smallest fresh member of the pool's NodePool (in status.nodes and named by
@@ -81,23 +110,23 @@ func TestElectionOnlyAmongNodePoolMembers(t *testing.T) {
 		if selfDeclared {
 			want = "aaa-intruder@10.9.9.9:10269"
 		}
-		e.round(ctx, now)
+		f.round(ctx, e, now)
 		if p.leader != want {
 			t.Fatalf("self-declared %v, NodePool not read yet: leader %q, want %q", selfDeclared, p.leader, want)
 		}
 		np.replace(nil, 6, "apps.openyurt.io/v1beta2", "NodePool") // listed: no such NodePool
-		e.round(ctx, now)
+		f.round(ctx, e, now)
 		if p.leader != want {
 			t.Fatalf("self-declared %v, no NodePool: leader %q, want %q", selfDeclared, p.leader, want)
 		}
 		np.replace([]*object{nodePoolNamed(t, "p", 7, "edge-1,edge-2", "edge-1", "edge-2")}, 7, "apps.openyurt.io/v1beta2", "NodePool")
 		p.setLeader("", false)
-		e.round(ctx, now)
+		f.round(ctx, e, now)
 		if p.leader != "edge-1@10.0.0.1:10269" || p.leading {
 			t.Fatalf("self-declared %v, with the NodePool's members: leader %q (leading %v), want edge-1", selfDeclared, p.leader, p.leading)
 		}
 		np.replace([]*object{nodePoolNamed(t, "p", 8, "edge-1,edge-2", "edge-2")}, 8, "apps.openyurt.io/v1beta2", "NodePool")
-		e.round(ctx, now)
+		f.round(ctx, e, now)
 		if p.leader != "edge-2@10.0.0.2:10269" || !p.leading {
 			t.Fatalf("self-declared %v, edge-1 left the pool: leader %q (leading %v), want edge-2", selfDeclared, p.leader, p.leading)
 		}
@@ -137,7 +166,18 @@ func TestElectionListsOnlyTheLeaderWhileThereIsOne(t *testing.T) {
 		}
 	}
 	e.round(ctx, f.at)
-	if p.leader != "edge-1@10.0.0.1:10269" || strings.Join(f.lists, ",") != LabelLeader+"=p,"+LabelPool+"=p" {
+	if p.leader != "" || e.pending != "edge-1" || strings.Join(f.lists, ",") != LabelLeader+"=p,"+LabelPool+"=p" {
+		t.Fatalf("after the leader died: leader %q, next %q, lists %q; want edge-1 from the members' list, not followed before its lease says its address", p.leader, e.pending, f.lists)
+	}
+	// While its lease does not say it, this hub looks again less and less often.
+	if w1, w2 := e.round(ctx, f.at), e.round(ctx, f.at); w2 <= w1 || w2 > maxNoLeader || p.leader != "" {
+		t.Fatalf("rounds waiting for the next leader's address wait %v then %v (leader %q), want a growing back-off", w1, w2, p.leader)
+	}
+	// edge-1 marks its lease as the leader's, with its address, at its next renewal.
+	f.set("edge-1", "10.0.0.1:10269", f.at, true)
+	f.lists = nil
+	e.round(ctx, f.at)
+	if p.leader != "edge-1@10.0.0.1:10269" || strings.Join(f.lists, ",") != LabelLeader+"=p" {
 		t.Fatalf("after the leader died: leader %q, lists %q; want edge-1 from the members' list", p.leader, f.lists)
 	}
 }

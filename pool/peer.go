@@ -108,13 +108,31 @@ func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
 type peerClient struct {
 	creds   wire.Credentials
 	timeout time.Duration
+	// from is the address a follower dials its leader from (nil: the system's choice).
+	from net.Addr
 
 	mu sync.Mutex
 	t  *http.Transport
 }
 
-func newPeerClient(creds wire.Credentials, timeout time.Duration) *peerClient {
-	return &peerClient{creds: creds, timeout: timeout}
+func newPeerClient(creds wire.Credentials, timeout time.Duration, self string) *peerClient {
+	return &peerClient{creds: creds, timeout: timeout, from: dialFrom(self)}
+}
+
+// dialFrom is the address a follower whose pool address is self dials its leader from: that
+// address's IP when it is a loopback one (hubs of one machine, as in tests and benchmarks: the
+// system would dial from 127.0.0.1 for all of them, and the leader, which bounds each address's
+// connections, would take a pool of 100 for one host and refuse most), else the system's choice.
+func dialFrom(self string) net.Addr {
+	host, _, err := net.SplitHostPort(self)
+	if err != nil {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() || ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback) {
+		return nil
+	}
+	return &net.TCPAddr{IP: ip}
 }
 
 func (c *peerClient) transport() (*http.Transport, error) {
@@ -131,7 +149,7 @@ func (c *peerClient) transport() (*http.Transport, error) {
 		return nil, errors.New("pool: cluster CA not loaded")
 	}
 	c.t = &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: c.timeout, KeepAlive: 15 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: c.timeout, KeepAlive: 15 * time.Second, LocalAddr: c.from}).DialContext,
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca, GetClientCertificate: c.creds.GetClientCertificate},
 		TLSHandshakeTimeout: c.timeout,
 		ForceAttemptHTTP2:   true,

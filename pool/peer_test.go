@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -122,3 +123,32 @@ func (c *codeRecorder) Write(b []byte) (int, error) {
 }
 
 func (c *codeRecorder) Flush() { c.ResponseWriter.(http.Flusher).Flush() }
+
+// Hubs of one machine (pool addresses 127.0.1.x) dial their leader from their own pool address:
+// from 127.0.0.1, all of them, the leader's bound per address refused most of a pool of 100.
+func TestFollowersOfOneMachineDialFromTheirPoolAddress(t *testing.T) {
+	for self, want := range map[string]string{"127.0.1.5:10269": "127.0.1.5:0", "10.0.0.5:10269": "<nil>", "127.0.0.1:10269": "<nil>", "[::1]:10269": "<nil>", "bad": "<nil>"} {
+		if got := fmt.Sprint(dialFrom(self)); got != want {
+			t.Errorf("pool address %s: dials from %s, want %s", self, got, want)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.1.9:0")
+	if err != nil {
+		t.Skip("no 127.0.1.9 here:", err)
+	}
+	defer ln.Close()
+	d := net.Dialer{LocalAddr: dialFrom("127.0.1.7:1")}
+	c, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if host, _, _ := net.SplitHostPort(s.RemoteAddr().String()); host != "127.0.1.7" {
+		t.Fatalf("the leader sees the follower at %s, want 127.0.1.7", host)
+	}
+}

@@ -153,7 +153,7 @@ func New(cfg Config) (*Pool, error) {
 		p.stores[r] = NewStore(r)
 	}
 	if cfg.Mode != ModeOff {
-		p.peer = newPeerClient(cfg.Credentials, cfg.LeaderTimeout)
+		p.peer = newPeerClient(cfg.Credentials, cfg.LeaderTimeout, cfg.Addr)
 	}
 	return p, nil
 }
