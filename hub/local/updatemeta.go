@@ -20,43 +20,44 @@ import (
 // again only when one of these changes it.
 
 // keptOnUpdate returns result with the old object's kept fields, or result itself when it has
-// them already.
+// them already: only the metadata is read, the object decoded only when a field must change.
 func keptOnUpdate(result []byte, cached *cache.Header, old []byte) ([]byte, error) {
-	obj, err := wire.Decode(result)
+	got, err := wire.ObjectMeta(result)
 	if err != nil {
 		return result, nil // refused later, with the name check, or kept as sent (not convertible)
+	}
+	if got.UID != "" && cached.UID != "" && string(got.UID) != cached.UID {
+		return nil, &statusError{code: http.StatusConflict, msg: fmt.Sprintf(
+			"Precondition failed: UID in precondition: %s, UID in object meta: %s", cached.UID, got.UID)}
+	}
+	want := got
+	if want.ResourceVersion == "" {
+		want.ResourceVersion = cached.ResourceVersion
+	}
+	if want.UID == "" {
+		want.UID = types.UID(cached.UID)
+	}
+	if oldMeta, err := wire.ObjectMeta(old); err == nil {
+		if !oldMeta.CreationTimestamp.IsZero() {
+			want.CreationTimestamp = oldMeta.CreationTimestamp
+		}
+		want.Generation = oldMeta.Generation
+	}
+	if want.ResourceVersion == got.ResourceVersion && want.UID == got.UID && want.Generation == got.Generation &&
+		want.CreationTimestamp.Equal(&got.CreationTimestamp) {
+		return result, nil
+	}
+	obj, err := wire.Decode(result)
+	if err != nil {
+		return result, nil
 	}
 	m, ok := obj.(metav1.Object)
 	if !ok {
 		return result, nil
 	}
-	if uid := m.GetUID(); uid != "" && cached.UID != "" && string(uid) != cached.UID {
-		return nil, &statusError{code: http.StatusConflict, msg: fmt.Sprintf(
-			"Precondition failed: UID in precondition: %s, UID in object meta: %s", cached.UID, uid)}
-	}
-	changed := false
-	if m.GetResourceVersion() == "" && cached.ResourceVersion != "" {
-		m.SetResourceVersion(cached.ResourceVersion)
-		changed = true
-	}
-	if m.GetUID() == "" && cached.UID != "" {
-		m.SetUID(types.UID(cached.UID))
-		changed = true
-	}
-	if oldMeta, err := wire.ObjectMeta(old); err == nil {
-		if !oldMeta.CreationTimestamp.IsZero() && !oldMeta.CreationTimestamp.Equal(ptrTime(m.GetCreationTimestamp())) {
-			m.SetCreationTimestamp(oldMeta.CreationTimestamp)
-			changed = true
-		}
-		if m.GetGeneration() != oldMeta.Generation {
-			m.SetGeneration(oldMeta.Generation)
-			changed = true
-		}
-	}
-	if !changed {
-		return result, nil
-	}
+	m.SetResourceVersion(want.ResourceVersion)
+	m.SetUID(want.UID)
+	m.SetCreationTimestamp(want.CreationTimestamp)
+	m.SetGeneration(want.Generation)
 	return wire.Encode(obj, ctOf(result) == wire.MediaProtobuf)
 }
-
-func ptrTime(t metav1.Time) *metav1.Time { return &t }
