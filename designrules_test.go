@@ -574,15 +574,11 @@ func TestEveryFuzzTargetRunsInMakeTest(t *testing.T) {
 		listed[f] = true
 	}
 	found := testFuncs(t, "Fuzz")
-	for target := range found {
-		if !listed[target] {
-			t.Errorf("the fuzz target %s is not in the Makefile's FUZZ_TARGETS: make test does not run it", target)
-		}
+	for _, target := range onlyIn(found, listed) {
+		t.Errorf("the fuzz target %s is not in the Makefile's FUZZ_TARGETS: make test does not run it", target)
 	}
-	for target := range listed {
-		if !found[target] {
-			t.Errorf("the Makefile's FUZZ_TARGETS lists %s, which is no fuzz target of the module", target)
-		}
+	for _, target := range onlyIn(listed, found) {
+		t.Errorf("the Makefile's FUZZ_TARGETS lists %s, which is no fuzz target of the module", target)
 	}
 }
 
@@ -613,24 +609,17 @@ func TestNoGlobalMutableState(t *testing.T) {
 	if len(globals) == 0 {
 		t.Fatal("no package-level variable found: the rule's walk is broken")
 	}
-	for _, p := range m.pkgs {
-		if !p.inBinary {
-			continue
+	m.decls(func(p *typedPkg, _ string, d ast.Decl) {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Body == nil || fn.Recv == nil && fn.Name.Name == "init" {
+			return
 		}
-		for _, f := range p.files {
-			for _, d := range f.Decls {
-				fn, ok := d.(*ast.FuncDecl)
-				if !ok || fn.Body == nil || fn.Recv == nil && fn.Name.Name == "init" {
-					continue
-				}
-				for _, x := range written(fn.Body) {
-					if id := rootIdent(p.info, x); id != nil && globals[p.info.Uses[id]] {
-						t.Errorf("%s: %s writes the package-level %s: no global mutable state", m.pos(x), funcName(fn), id.Name)
-					}
-				}
+		for _, x := range written(fn.Body) {
+			if id := rootIdent(p.info, x); id != nil && globals[p.info.Uses[id]] {
+				t.Errorf("%s: %s writes the package-level %s: no global mutable state", m.pos(x), funcName(fn), id.Name)
 			}
 		}
-	}
+	})
 }
 
 // written are the expressions body writes to: assigned, incremented, deleted from, cleared, or

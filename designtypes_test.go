@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -209,26 +210,45 @@ type use struct {
 // uses calls fn with every reference, in every package of the binary, to an object for which
 // want says true.
 func (m *typedModule) uses(want func(types.Object) bool, fn func(u use)) {
+	m.decls(func(p *typedPkg, file string, d ast.Decl) {
+		decl, _ := d.(*ast.FuncDecl)
+		ast.Inspect(d, func(n ast.Node) bool {
+			id, ok := n.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			if obj := p.info.Uses[id]; obj != nil && want(obj) {
+				fn(use{pkg: p, file: file, fn: decl, id: id, obj: obj})
+			}
+			return true
+		})
+	})
+}
+
+// decls calls fn with every top-level declaration of every package of the binary.
+func (m *typedModule) decls(fn func(p *typedPkg, file string, d ast.Decl)) {
 	for _, p := range m.pkgs {
 		if !p.inBinary {
 			continue
 		}
 		for file, f := range p.files {
 			for _, d := range f.Decls {
-				decl, _ := d.(*ast.FuncDecl)
-				ast.Inspect(d, func(n ast.Node) bool {
-					id, ok := n.(*ast.Ident)
-					if !ok {
-						return true
-					}
-					if obj := p.info.Uses[id]; obj != nil && want(obj) {
-						fn(use{pkg: p, file: file, fn: decl, id: id, obj: obj})
-					}
-					return true
-				})
+				fn(p, file, d)
 			}
 		}
 	}
+}
+
+// onlyIn is the names a holds and b does not, sorted.
+func onlyIn(a, b map[string]bool) []string {
+	var out []string
+	for name := range a {
+		if !b[name] {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // funcName is "Recv.Name" of a method, "Name" of a function.
