@@ -94,34 +94,37 @@ func lzLength(dst []byte, n int) []byte {
 	return append(dst, byte(n))
 }
 
+// lzExt reads a length's extension bytes from src[i:] (each adds to n; 255 says another follows),
+// and returns where they end and the length; past src or past max is damage.
+func lzExt(src []byte, i, n, max int) (int, int, error) {
+	for {
+		if i >= len(src) {
+			return 0, 0, errLZ
+		}
+		b := src[i]
+		i++
+		n += int(b)
+		if n > max {
+			return 0, 0, errLZ
+		}
+		if b != 255 {
+			return i, n, nil
+		}
+	}
+}
+
 // lzSize returns the length of what src decodes to (up to max), without decoding it, so the
 // result is allocated once at its size (an offline list of large objects makes no garbage).
 func lzSize(src []byte, max int) (int, error) {
 	n := 0
-	ext := func(i, v int) (int, int, bool) {
-		for {
-			if i >= len(src) {
-				return 0, 0, false
-			}
-			b := src[i]
-			i++
-			v += int(b)
-			if v > max {
-				return 0, 0, false
-			}
-			if b != 255 {
-				return i, v, true
-			}
-		}
-	}
-	ok := true
+	var err error
 	for i := 0; i < len(src); {
 		tok := src[i]
 		i++
 		lit := int(tok >> 4)
 		if lit == 15 {
-			if i, lit, ok = ext(i, lit); !ok {
-				return 0, errLZ
+			if i, lit, err = lzExt(src, i, lit, max); err != nil {
+				return 0, err
 			}
 		}
 		if lit > len(src)-i {
@@ -135,8 +138,8 @@ func lzSize(src []byte, max int) (int, error) {
 		i += 2
 		ml := int(tok&15) + lzMinMatch
 		if tok&15 == 15 {
-			if i, ml, ok = ext(i, ml); !ok {
-				return 0, errLZ
+			if i, ml, err = lzExt(src, i, ml, max); err != nil {
+				return 0, err
 			}
 		}
 		if n += ml; n > max {
@@ -161,28 +164,12 @@ func lzDecode(src, dict []byte, max int) ([]byte, error) {
 // the encoder had before src (a preset dictionary, or nothing).
 func lzDecodeTo(dst, src, dict []byte, max, stop int) ([]byte, error) {
 	var err error
-	ext := func(i, n int) (int, int, error) {
-		for {
-			if i >= len(src) {
-				return 0, 0, errLZ
-			}
-			b := src[i]
-			i++
-			n += int(b)
-			if n > max {
-				return 0, 0, errLZ
-			}
-			if b != 255 {
-				return i, n, nil
-			}
-		}
-	}
 	for i := 0; i < len(src); {
 		tok := src[i]
 		i++
 		lit := int(tok >> 4)
 		if lit == 15 {
-			if i, lit, err = ext(i, lit); err != nil {
+			if i, lit, err = lzExt(src, i, lit, max); err != nil {
 				return nil, err
 			}
 		}
@@ -207,7 +194,7 @@ func lzDecodeTo(dst, src, dict []byte, max, stop int) ([]byte, error) {
 		i += 2
 		ml := int(tok&15) + lzMinMatch
 		if tok&15 == 15 {
-			if i, ml, err = ext(i, ml); err != nil {
+			if i, ml, err = lzExt(src, i, ml, max); err != nil {
 				return nil, err
 			}
 		}
