@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,15 +17,18 @@ import (
 )
 
 // The hop's cost per proxied read, against a loopback fake cloud (TLS, as the apiserver): a
-// plain client's GET of the node (JSON) and kubelet's LIST of its 110 pods (protobuf, through its
-// filters and into the cache). Each has a "direct" twin, the same request to the fake cloud
+// plain client's GET of the node (JSON), kubelet's GET of its node (protobuf, with the Autonomy
+// condition the hub wrote, as in bench's latency section) and kubelet's LIST of its 110 pods
+// (protobuf, gzip as the apiserver sends an answer over 128 KiB to a client that accepts it,
+// through its filters and into the cache). Each has a "direct" twin, the same request to the fake cloud
 // itself: what the hub adds is hub − direct (allocs/op and B/op count the whole process: client,
 // hub, cache writer and fake cloud).
 //
 //	go test -run '^$' -bench Hop -benchmem ./hub/
 
-// hopBodies are the fake cloud's answers: a node as JSON, 110 pods as a protobuf list.
-type hopBodies struct{ node, pods []byte }
+// hopBodies are the fake cloud's answers: a node as JSON and as protobuf, 110 pods as a protobuf
+// list (plain and gzip).
+type hopBodies struct{ node, nodePB, pods, podsGzip []byte }
 
 func newHopBodies(b *testing.B) hopBodies {
 	b.Helper()
@@ -40,16 +45,48 @@ func newHopBodies(b *testing.B) hopBodies {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return hopBodies{node: []byte(node), pods: pods}
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write(pods)
+	_ = zw.Close()
+	nodePB, err := wire.EncodeProto("v1", "Node", hopNode())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return hopBodies{node: []byte(node), nodePB: nodePB, pods: pods, podsGzip: zipped.Bytes()}
+}
+
+// hopNode is node-a as the bench's cloud holds it: a few labels and conditions, and the Autonomy
+// condition the hub wrote (False: the node is not annotated autonomous).
+func hopNode() *corev1.Node {
+	now := metav1.Now()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "n1", ResourceVersion: "5",
+		Labels: map[string]string{"kubernetes.io/hostname": "node-a", "kubernetes.io/os": "linux"}}}
+	for _, c := range []struct{ t, s, reason string }{{"Ready", "True", "KubeletReady"}, {"MemoryPressure", "False", "KubeletHasSufficientMemory"},
+		{"DiskPressure", "False", "KubeletHasNoDiskPressure"}, {"Autonomy", "False", "autonomy disabled"}} {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeConditionType(c.t), Status: corev1.ConditionStatus(c.s),
+			Reason: c.reason, Message: "the bench's condition " + c.t, LastHeartbeatTime: now, LastTransitionTime: now})
+	}
+	return n
 }
 
 func (h hopBodies) serve(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case r.URL.Path == "/api/v1/nodes/node-a" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.Header.Get("Accept"), wire.MediaProtobuf) {
+			w.Header().Set("Content-Type", wire.MediaProtobuf)
+			_, _ = w.Write(h.nodePB)
+			return true
+		}
 		_, _ = w.Write(h.node)
 	case r.URL.Path == "/api/v1/pods" && r.URL.Query().Get("watch") == "":
 		w.Header().Set("Content-Type", wire.MediaProtobuf)
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") { // as the apiserver: over 128 KiB
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(h.podsGzip)
+			return true
+		}
 		_, _ = w.Write(h.pods)
 	default:
 		return false
@@ -59,6 +96,10 @@ func (h hopBodies) serve(w http.ResponseWriter, r *http.Request) bool {
 
 func BenchmarkHopGetNode(b *testing.B) {
 	benchHop(b, "/api/v1/nodes/node-a", "bench/1", "application/json")
+}
+
+func BenchmarkHopGetNodeKubelet(b *testing.B) {
+	benchHop(b, "/api/v1/nodes/node-a", kubelet, wire.MediaProtobuf+", application/json")
 }
 
 func BenchmarkHopListPodsKubelet(b *testing.B) {
