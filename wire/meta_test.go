@@ -28,6 +28,14 @@ func TestExtractMetaJSONAndProtobufAgree(t *testing.T) {
 		if got, _ := m.FieldValue("metadata.name", enc); got != "p-3" {
 			t.Errorf("metadata.name %q", got)
 		}
+		if rv, ok := ResourceVersionOf(enc); !ok || rv != "103" {
+			t.Errorf("ResourceVersionOf %q, %v", rv, ok)
+		}
+	}
+	for _, raw := range [][]byte{[]byte(`{"kind":"Pod"}`), []byte(`{"metadata":{"resourceVersion":5}}`), []byte("k8s\x00\x0a")} {
+		if rv, ok := ResourceVersionOf(raw); ok {
+			t.Errorf("ResourceVersionOf(%q) = %q", raw, rv)
+		}
 	}
 }
 
