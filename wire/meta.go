@@ -65,6 +65,24 @@ func ExtractMeta(raw []byte, resource string) (Meta, error) {
 	return jsonMeta(raw, resource)
 }
 
+// ResourceVersionOf reads an object's metadata.resourceVersion from its raw bytes (JSON or the
+// protobuf envelope) and nothing else: what tells whether a copy is newer than the one kept
+// (ExtractMeta reads all an index needs).
+func ResourceVersionOf(raw []byte) (string, bool) {
+	if IsProtobuf(raw) {
+		_, _, obj, err := DecodeProtoEnvelope(raw)
+		if err != nil {
+			return "", false
+		}
+		return protoPath(obj, []int{1, 6}, false)
+	}
+	md, ok := jsonMember(raw, "metadata")
+	if !ok {
+		return "", false
+	}
+	return jsonString(md, "resourceVersion")
+}
+
 func jsonMeta(raw []byte, resource string) (Meta, error) {
 	var md struct {
 		Name            string            `json:"name"`
