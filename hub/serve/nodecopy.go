@@ -43,11 +43,11 @@ type nodeCopy struct {
 
 // keep records a newer copy of the node.
 func (c *nodeCopy) keep(raw []byte) {
-	s, ok := wire.ResourceVersionOf(raw) // the metadata alone: a compare, not a decode
+	v, ok := wire.VersionOf(raw) // the metadata alone: a compare, not a decode
 	if !ok {
 		return
 	}
-	rv, _ := strconv.ParseUint(s, 10, 64)
+	rv, _ := strconv.ParseUint(v.ResourceVersion, 10, 64)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.raw == nil || rv >= c.rv {
