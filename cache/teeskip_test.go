@@ -46,7 +46,7 @@ func TestTeeSkipsWhatTheCacheHolds(t *testing.T) {
 		{"/api/v1/pods?fieldSelector=spec.nodeName%3Dn", list("9"), false},
 		{"/api/v1/pods?fieldSelector=spec.nodeName%3Dn", list("10"), true},
 		{"/api/v1/pods?fieldSelector=spec.nodeName%3Dn&continue=x", list("9"), true}, // a page: never the whole list
-		{"/api/v1/pods", list("9"), true}, // another scope
+		{"/api/v1/pods", list("9"), true},                                            // another scope
 	} {
 		if got := tee(c.url, c.body); got != c.teed {
 			t.Errorf("%s rv %s: teed %v, want %v", c.url, c.body[strings.Index(c.body, `"resourceVersion":"`)+19:][:2], got, c.teed)
