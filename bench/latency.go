@@ -140,6 +140,11 @@ func latencyRounds(h *harness.Hub, server string, viaHub, direct *http.Client, n
 		done := profile(h.HubURL, file, o.cpuprofileSeconds)
 		defer func() { fmt.Fprintln(os.Stderr, "hub cpu profile:", file, <-done) }()
 	}
+	// With BENCH_PERF_DIR, perf(1) records the hub too (every thread, kernel included: the
+	// runtime's monitor thread, which a Go profile does not see).
+	if perf := startPerf(h, "perf-latency-"+strings.ReplaceAll(name, " ", "-"), time.Duration(o.cpuprofileSeconds)*time.Second); perf != nil {
+		defer perf.Wait()
+	}
 	var hubT, dirT []time.Duration
 	cpu0, err := cpuTime(h.Pid())
 	if err != nil {
