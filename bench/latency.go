@@ -30,13 +30,13 @@ func benchLatency(e *env, o options) error {
 		return err
 	}
 	defer h.Stop()
-	time.Sleep(idleAfter)
+	time.Sleep(o.idle)
 	idle, err := rssKiB(h)
 	if err != nil {
 		return err
 	}
 	fmt.Println("\n## memory")
-	fmt.Printf("rss_idle\t%.1f MiB\t%s, %v after start\n", float64(idle)/1024, rssSplit(h), idleAfter)
+	fmt.Printf("rss_idle\t%.1f MiB\t%s, %v after start\n", float64(idle)/1024, rssSplit(h), o.idle)
 
 	direct, err := directClient(e.c)
 	if err != nil {
