@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +24,7 @@ import (
 // (protobuf, gzip as the apiserver sends an answer over 128 KiB to a client that accepts it,
 // through its filters and into the cache). Each has a "direct" twin, the same request to the fake cloud
 // itself: what the hub adds is hub − direct (allocs/op and B/op count the whole process: client,
-// hub, cache writer and fake cloud).
+// hub, cache writer and fake cloud; so does cpu-ns/op, the process's CPU time per request).
 //
 //	go test -run '^$' -bench Hop -benchmem ./hub/
 
@@ -126,15 +128,27 @@ func benchHop(b *testing.B, path, ua, accept string) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := processCPU(b)
 			for i := 0; i < b.N; i++ {
 				hopGet(b, c.cl, c.base+path, ua, accept)
 			}
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(n), "body-bytes")
 		})
 	}
 	if f.hub.cache != nil {
 		_ = f.hub.cache.Writer.Flush(b.Context())
 	}
+}
+
+// processCPU is the CPU time the process used so far (user and system, every thread): per request,
+// a figure a loaded machine moves less than the wall time.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func hopGet(b *testing.B, cl *http.Client, url, ua, accept string) int64 {
