@@ -7,8 +7,13 @@ import "nodehub/wire"
 // bytes, no work for the writer, which would write nothing: an object at the very
 // resourceVersion of the owner's copy (Batch.flush writes only a newer one), or a whole list at
 // the resourceVersion of its scope's complete record (a re-list that changed nothing: Stream's
-// unchanged, which keeps none of its items). A part of a list (part) is never the whole.
+// unchanged, which keeps none of its items). A part of a list (part) is never the whole. The
+// store says what the cache holds only while the writer holds nothing of the resource not yet
+// written (settled): else the answer is teed, in its order behind what is queued.
 func (m *Manager) holds(r Resource, kind int, sel wire.Selector, part bool, raw []byte) bool {
+	if kind != StreamObject && kind != StreamList || !m.Writer.settled(r) {
+		return false
+	}
 	switch kind {
 	case StreamObject:
 		v, ok := wire.VersionOf(raw)
@@ -26,4 +31,22 @@ func (m *Manager) holds(r Resource, kind int, sel wire.Selector, part bool, raw 
 		return err == nil && rec.Complete && rec.ResourceVersion == rv
 	}
 	return false
+}
+
+// settled reports whether the writer holds nothing of r not yet written: no queue, or an idle one
+// with nothing queued, pending, dropped or remembered (what retire asks of a queue it removes).
+func (w *Writer) settled(r Resource) bool {
+	w.mu.Lock()
+	q := w.queues[r]
+	w.mu.Unlock()
+	if q == nil {
+		return true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.running || len(q.ops) > 0 || q.dropped { // a running queue's batch is its goroutine's
+		return false
+	}
+	b := q.b
+	return len(b.order) == 0 && len(b.bookmarks) == 0 && !b.full
 }
