@@ -85,3 +85,29 @@ func TestTeeSkipsOnlyWhenTheWriterIsSettled(t *testing.T) {
 		tb.Close()
 	}
 }
+
+// A re-list whose resourceVersion moved on (anything in the cluster changed) mostly brings the
+// objects the cache holds at the very resourceVersion it holds them: such an item is only seen
+// (the list's reconcile keeps it), not read further nor queued to be written; a newer one is.
+func TestRelistItemHeldIsOnlySeen(t *testing.T) {
+	s := openStore(t)
+	m := newManager(s)
+	pod := func(name, rv string) string {
+		return `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"` + name + `","namespace":"default","resourceVersion":"` + rv + `"}}`
+	}
+	respond(t, m, "GET", "/api/v1/namespaces/default/pods/a", "kubelet", []byte(pod("a", "5")))
+	r := Resource{Owner: "kubelet", Version: "v1", Resource: "pods"}
+	b := newBatch(m.Writer, r)
+	st := &Stream{w: m.Writer, r: r, kind: StreamList, media: wire.ParseMediaType(wire.MediaJSON), seen: map[string]bool{}}
+	for _, raw := range []string{pod("a", "5"), pod("b", "3")} {
+		if err := b.put(st, []byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !st.seen["default/a"] || !st.seen["default/b"] {
+		t.Fatalf("seen %v", st.seen)
+	}
+	if _, ok := b.pending["default/a"]; ok || b.pending["default/b"] == nil {
+		t.Fatalf("pending %v: want b alone", b.order)
+	}
+}
