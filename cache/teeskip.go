@@ -50,3 +50,26 @@ func (w *Writer) settled(r Resource) bool {
 	b := q.b
 	return len(b.order) == 0 && len(b.bookmarks) == 0 && !b.full
 }
+
+// heldItem reports whether a list's item is what the cache holds already, at the very
+// resourceVersion of the owner's copy, with nothing of its key pending: then it is only seen (the
+// list's reconcile keeps it) and neither read further nor queued (flush would write nothing).
+// A re-list's resourceVersion moves on with anything in the cluster; its items mostly do not.
+func (b *batch) heldItem(st *Stream, raw []byte) bool {
+	v, ok := wire.VersionOf(raw)
+	if !ok || v.Name == "" || v.ResourceVersion == "" {
+		return false
+	}
+	k := Key{Resource: b.r, Namespace: v.Namespace, Name: v.Name}
+	if _, pending := b.pending[k.ID()]; pending || k.validate() != nil {
+		return false
+	}
+	rv, local, cached := b.w.store.head(k)
+	if !cached || local || rv != v.ResourceVersion {
+		return false
+	}
+	if st.seen != nil {
+		st.seen[k.ID()] = true
+	}
+	return true
+}
