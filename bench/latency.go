@@ -30,13 +30,13 @@ func benchLatency(e *env, o options) error {
 		return err
 	}
 	defer h.Stop()
-	time.Sleep(idleAfter)
+	time.Sleep(o.idle)
 	idle, err := rssKiB(h)
 	if err != nil {
 		return err
 	}
 	fmt.Println("\n## memory")
-	fmt.Printf("rss_idle\t%.1f MiB\t%s, %v after start\n", float64(idle)/1024, rssSplit(h), idleAfter)
+	fmt.Printf("rss_idle\t%.1f MiB\t%s, %v after start\n", float64(idle)/1024, rssSplit(h), o.idle)
 
 	direct, err := directClient(e.c)
 	if err != nil {
@@ -47,38 +47,10 @@ func benchLatency(e *env, o options) error {
 	list := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName
 	fmt.Printf("\n## latency, %d interleaved rounds, protobuf, %d pods on the node\n", o.rounds, o.pods)
 	fmt.Println("request\tpath\tmedian\tp99")
-	if o.cpuprofile != "" {
-		done := profile(h.HubURL, o.cpuprofile)
-		defer func() { fmt.Fprintln(os.Stderr, "hub cpu profile:", <-done) }()
-	}
-	for _, q := range []struct{ name, path string }{{"GET node", node}, {"LIST pods", list}} {
-		var hubT, dirT []time.Duration
-		cpu0, err := cpuTime(h.Pid())
-		if err != nil {
+	for _, q := range []struct{ name, path, profile string }{{"GET node", node, o.cpuprofile}, {"LIST pods", list, listProfile(o.cpuprofile)}} {
+		if err := latencyRounds(h, e.c.APIServers[0].URL, viaHub, direct, q.name, q.path, q.profile, o); err != nil {
 			return err
 		}
-		for i := 0; i < o.rounds+20; i++ {
-			dh, err := timeGet(viaHub, h.ProxyURL+q.path)
-			if err != nil {
-				return err
-			}
-			dd, err := timeGet(direct, e.c.APIServers[0].URL+q.path)
-			if err != nil {
-				return err
-			}
-			if i >= 20 { // warm-up
-				hubT, dirT = append(hubT, dh), append(dirT, dd)
-			}
-		}
-		cpu1, err := cpuTime(h.Pid())
-		if err != nil {
-			return err
-		}
-		mh, md := pct(hubT, 50), pct(dirT, 50)
-		fmt.Printf("%s\thub\t%v\t%v\n", q.name, mh, pct(hubT, 99))
-		fmt.Printf("%s\tdirect\t%v\t%v\n", q.name, md, pct(dirT, 99))
-		fmt.Printf("%s\tratio_median_hub_over_direct\t%.2f\n", q.name, float64(mh)/float64(md))
-		fmt.Printf("%s\thub_cpu_per_request\t%v\n", q.name, ((cpu1 - cpu0) / time.Duration(o.rounds+20)).Round(time.Microsecond))
 	}
 	if dir := os.Getenv("BENCH_HEAP_DIR"); dir != "" { // what the rounds allocated, by call site
 		for _, f := range []string{"heap-latency.pb.gz", "heap-latency.txt"} {
@@ -159,11 +131,70 @@ func pct(ds []time.Duration, p int) time.Duration {
 	return s[i].Round(time.Microsecond)
 }
 
+// latencyRounds times o.rounds requests of path through the hub and directly, interleaved (after 20
+// of each to warm up), and prints the medians, the p99s, their ratio, the hub's CPU and context
+// switches per request and the answer's size; with file, a CPU profile of the hub over the first
+// o.cpuprofileSeconds of the rounds.
+func latencyRounds(h *harness.Hub, server string, viaHub, direct *http.Client, name, path, file string, o options) error {
+	if file != "" {
+		done := profile(h.HubURL, file, o.cpuprofileSeconds)
+		defer func() { fmt.Fprintln(os.Stderr, "hub cpu profile:", file, <-done) }()
+	}
+	// With BENCH_PERF_DIR, perf(1) records the hub too (every thread, kernel included: the
+	// runtime's monitor thread, which a Go profile does not see).
+	if perf := startPerf(h, "perf-latency-"+strings.ReplaceAll(name, " ", "-"), time.Duration(o.cpuprofileSeconds)*time.Second); perf != nil {
+		defer perf.Wait()
+	}
+	var hubT, dirT []time.Duration
+	cpu0, err := cpuTime(h.Pid())
+	if err != nil {
+		return err
+	}
+	cs0 := contextSwitches(h.Pid())
+	for i := 0; i < o.rounds+20; i++ {
+		dh, err := timeGet(viaHub, h.ProxyURL+path)
+		if err != nil {
+			return err
+		}
+		dd, err := timeGet(direct, server+path)
+		if err != nil {
+			return err
+		}
+		if i >= 20 { // warm-up
+			hubT, dirT = append(hubT, dh), append(dirT, dd)
+		}
+	}
+	cpu1, err := cpuTime(h.Pid())
+	if err != nil {
+		return err
+	}
+	n := time.Duration(o.rounds + 20)
+	cs := float64(contextSwitches(h.Pid())-cs0) / float64(n)
+	body, _ := getBody(h.ProxyURL+path, kubeletUA)
+	mh, md := pct(hubT, 50), pct(dirT, 50)
+	fmt.Printf("%s\thub\t%v\t%v\n", name, mh, pct(hubT, 99))
+	fmt.Printf("%s\tdirect\t%v\t%v\n", name, md, pct(dirT, 99))
+	fmt.Printf("%s\tratio_median_hub_over_direct\t%.2f\n", name, float64(mh)/float64(md))
+	fmt.Printf("%s\tratio_p99_hub_over_direct\t%.2f\n", name, float64(pct(hubT, 99))/float64(pct(dirT, 99)))
+	fmt.Printf("%s\thub_cpu_per_request\t%v\t(context switches %.1f, answer %d bytes)\n", name, ((cpu1 - cpu0) / n).Round(time.Microsecond), cs, len(body))
+	return nil
+}
+
+// listProfile is the file the LIST rounds' profile goes to: file's name with ".list" before its
+// extension.
+func listProfile(file string) string {
+	if file == "" {
+		return ""
+	}
+	ext := filepath.Ext(file)
+	return strings.TrimSuffix(file, ext) + ".list" + ext
+}
+
 // profile fetches a CPU profile of the hub over the next seconds into file.
-func profile(hubURL, file string) <-chan error {
+func profile(hubURL, file string, seconds int) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		resp, err := http.Get(hubURL + "/debug/pprof/profile?seconds=6")
+		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", hubURL, seconds))
 		if err != nil {
 			done <- err
 			return

@@ -27,6 +27,7 @@ type options struct {
 	limits                          string
 	sizes                           bool
 	cpuprofile                      string
+	cpuprofileSeconds               int
 	only                            string
 	cloudSizes, cloudModes          string
 	cloudIdle, cloudCut             time.Duration
@@ -51,7 +52,8 @@ func main() {
 	flag.IntVar(&o.poolServices, "pool-services", 200, "services (each with a 10-endpoint EndpointSlice) in the pool benchmark")
 	flag.DurationVar(&o.poolChurn, "pool-churn", 30*time.Second, "how long the pool benchmark's 10 slice updates/s run, per mode")
 	flag.BoolVar(&o.sizes, "sizes", true, "build for every architecture and print binary sizes")
-	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file")
+	flag.StringVar(&o.cpuprofile, "hub-cpuprofile", "", "write a CPU profile of the hub during the latency rounds to this file (GET node; LIST pods to the same name with .list before its extension)")
+	flag.IntVar(&o.cpuprofileSeconds, "hub-cpuprofile-seconds", 6, "how long each -hub-cpuprofile lasts, from the start of its rounds (3,000 GETs of the node take about 6 s)")
 	flag.IntVar(&o.kubeletPods, "kubelet-pods", 110, "pods of the hollow kubelet in the kubelet section")
 	flag.StringVar(&o.kubeletReleases, "kubelet-releases", "v1.34,v1.37", "the Kubernetes releases (control plane, kubelet, kube-proxy) the kubelet section runs, side by side")
 	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints, kubelet, restart, cloud, coldstart, flannel or kubeproxy")

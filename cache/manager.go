@@ -73,7 +73,8 @@ type Manager struct {
 }
 
 // Tee returns a body that passes resp's body through unchanged while handing a copy to the cache,
-// or nil when the response is not cached. owner names whose cache it goes to.
+// or nil when the response is not cached (or, held whole, is what the cache holds already:
+// teeskip.go). owner names whose cache it goes to.
 func (m *Manager) Tee(ri *wire.RequestInfo, owner string, resp *http.Response) io.ReadCloser {
 	kind, ok := m.Policy.Caches(ri)
 	if !ok || resp.StatusCode/100 != 2 {
@@ -105,6 +106,9 @@ func (m *Manager) Tee(ri *wire.RequestInfo, owner string, resp *http.Response) i
 	// A page, or one shard of the collection (shardSelector), is a part of the list: its items
 	// are kept, but it is never recorded as the whole list its selectors name.
 	part := ri.Continue != "" || ri.ShardSelector != ""
+	if w, ok := resp.Body.(*wire.Whole); ok && enc == "" && w.Len() == len(w.Bytes()) && m.holds(r, kind, sel, part, w.Bytes()) {
+		return nil // nothing the writer would write (teeskip.go)
+	}
 	st := &Stream{w: m.Writer, r: r, kind: kind, media: media, gzip: enc == "gzip", sel: sel, page: part,
 		watchList: kind == StreamWatch && ri.SendInitialEvents && !part}
 	return newTeeBody(resp.Body, st)

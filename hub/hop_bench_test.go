@@ -1,11 +1,15 @@
 package hub
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,15 +19,18 @@ import (
 )
 
 // The hop's cost per proxied read, against a loopback fake cloud (TLS, as the apiserver): a
-// plain client's GET of the node (JSON) and kubelet's LIST of its 110 pods (protobuf, through its
-// filters and into the cache). Each has a "direct" twin, the same request to the fake cloud
+// plain client's GET of the node (JSON), kubelet's GET of its node (protobuf, with the Autonomy
+// condition the hub wrote, as in bench's latency section) and kubelet's LIST of its 110 pods
+// (protobuf, gzip as the apiserver sends an answer over 128 KiB to a client that accepts it,
+// through its filters and into the cache). Each has a "direct" twin, the same request to the fake cloud
 // itself: what the hub adds is hub − direct (allocs/op and B/op count the whole process: client,
-// hub, cache writer and fake cloud).
+// hub, cache writer and fake cloud; so does cpu-ns/op, the process's CPU time per request).
 //
 //	go test -run '^$' -bench Hop -benchmem ./hub/
 
-// hopBodies are the fake cloud's answers: a node as JSON, 110 pods as a protobuf list.
-type hopBodies struct{ node, pods []byte }
+// hopBodies are the fake cloud's answers: a node as JSON and as protobuf, 110 pods as a protobuf
+// list (plain and gzip).
+type hopBodies struct{ node, nodePB, pods, podsGzip []byte }
 
 func newHopBodies(b *testing.B) hopBodies {
 	b.Helper()
@@ -40,16 +47,48 @@ func newHopBodies(b *testing.B) hopBodies {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return hopBodies{node: []byte(node), pods: pods}
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write(pods)
+	_ = zw.Close()
+	nodePB, err := wire.EncodeProto("v1", "Node", hopNode())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return hopBodies{node: []byte(node), nodePB: nodePB, pods: pods, podsGzip: zipped.Bytes()}
+}
+
+// hopNode is node-a as the bench's cloud holds it: a few labels and conditions, and the Autonomy
+// condition the hub wrote (False: the node is not annotated autonomous).
+func hopNode() *corev1.Node {
+	now := metav1.Now()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "n1", ResourceVersion: "5",
+		Labels: map[string]string{"kubernetes.io/hostname": "node-a", "kubernetes.io/os": "linux"}}}
+	for _, c := range []struct{ t, s, reason string }{{"Ready", "True", "KubeletReady"}, {"MemoryPressure", "False", "KubeletHasSufficientMemory"},
+		{"DiskPressure", "False", "KubeletHasNoDiskPressure"}, {"Autonomy", "False", "autonomy disabled"}} {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeConditionType(c.t), Status: corev1.ConditionStatus(c.s),
+			Reason: c.reason, Message: "the bench's condition " + c.t, LastHeartbeatTime: now, LastTransitionTime: now})
+	}
+	return n
 }
 
 func (h hopBodies) serve(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case r.URL.Path == "/api/v1/nodes/node-a" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.Header.Get("Accept"), wire.MediaProtobuf) {
+			w.Header().Set("Content-Type", wire.MediaProtobuf)
+			_, _ = w.Write(h.nodePB)
+			return true
+		}
 		_, _ = w.Write(h.node)
 	case r.URL.Path == "/api/v1/pods" && r.URL.Query().Get("watch") == "":
 		w.Header().Set("Content-Type", wire.MediaProtobuf)
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") { // as the apiserver: over 128 KiB
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(h.podsGzip)
+			return true
+		}
 		_, _ = w.Write(h.pods)
 	default:
 		return false
@@ -59,6 +98,10 @@ func (h hopBodies) serve(w http.ResponseWriter, r *http.Request) bool {
 
 func BenchmarkHopGetNode(b *testing.B) {
 	benchHop(b, "/api/v1/nodes/node-a", "bench/1", "application/json")
+}
+
+func BenchmarkHopGetNodeKubelet(b *testing.B) {
+	benchHop(b, "/api/v1/nodes/node-a", kubelet, wire.MediaProtobuf+", application/json")
 }
 
 func BenchmarkHopListPodsKubelet(b *testing.B) {
@@ -80,17 +123,32 @@ func benchHop(b *testing.B, path, ua, accept string) {
 	}{{"direct", cloudClient, f.cloud.srv.URL}, {"hub", hubClient, f.url}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := hopGet(b, c.cl, c.base+path, ua, accept) // the connections are open before the clock starts
+			if f.hub.cache != nil {
+				_ = f.hub.cache.Writer.Flush(b.Context()) // and the answer cached: the steady state
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := processCPU(b)
 			for i := 0; i < b.N; i++ {
 				hopGet(b, c.cl, c.base+path, ua, accept)
 			}
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(n), "body-bytes")
 		})
 	}
 	if f.hub.cache != nil {
 		_ = f.hub.cache.Writer.Flush(b.Context())
 	}
+}
+
+// processCPU is the CPU time the process used so far (user and system, every thread): per request,
+// a figure a loaded machine moves less than the wall time.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func hopGet(b *testing.B, cl *http.Client, url, ua, accept string) int64 {

@@ -191,12 +191,19 @@ func (m *hubMetrics) request(ri *wire.RequestInfo, code int, d time.Duration) {
 	}
 }
 
+// cloudBytesFunc counts one answer's bytes as they stream (one call per read): its series are
+// looked up at the first byte, then each read adds to them.
 func (m *hubMetrics) cloudBytesFunc(ri *wire.RequestInfo) func(int) {
-	res, comp, verb := resourceLabel(ri), componentLabel(ri), verbLabel(ri.Verb)
+	var series []metrics.Counter
 	return func(n int) {
-		m.purposeBytes.Add(float64(n), "proxied", "received")
-		m.cloudBytes.Add(float64(n), comp, res)
-		m.yurthub.traffic.Add(float64(n), comp, verb, ri.Resource, ri.Subresource)
+		if series == nil {
+			res, comp, verb := resourceLabel(ri), componentLabel(ri), verbLabel(ri.Verb)
+			series = []metrics.Counter{m.purposeBytes.With("proxied", "received"), m.cloudBytes.With(comp, res),
+				m.yurthub.traffic.With(comp, verb, ri.Resource, ri.Subresource)}
+		}
+		for _, c := range series {
+			c.Add(float64(n))
+		}
 	}
 }
 

@@ -23,16 +23,22 @@ func realSeeds(f *testing.F, glob string) [][]byte {
 }
 
 // FuzzExtractMeta reads metadata from an object as the cloud sent it, JSON or protobuf: a
-// malformed object is an error, never a panic.
+// malformed object is an error, never a panic; VersionOf reads a protobuf object's namespace, name
+// and resourceVersion as ExtractMeta does.
 func FuzzExtractMeta(f *testing.F) {
 	for _, b := range realSeeds(f, "*object*") {
 		f.Add(b, "pods")
 	}
 	f.Add([]byte(`{"metadata":{"name":"a","namespace":"b","labels":{"x":"y"},"resourceVersion":"5"},"spec":{"nodeName":"n"}}`), "pods")
 	f.Fuzz(func(t *testing.T, raw []byte, resource string) {
+		v, _ := VersionOf(raw)
+		_, _ = ListResourceVersionOf(raw)
 		m, err := ExtractMeta(raw, resource)
 		if err != nil {
 			return
+		}
+		if IsProtobuf(raw) && v != (Version{m.Namespace, m.Name, m.ResourceVersion}) {
+			t.Fatalf("VersionOf %+v, ExtractMeta %+v", v, m)
 		}
 		for _, p := range []string{"metadata.name", "spec.nodeName", "status.phase", "spec.clusterIP"} {
 			_, _ = m.FieldValue(p, raw)

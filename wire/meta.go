@@ -65,6 +65,66 @@ func ExtractMeta(raw []byte, resource string) (Meta, error) {
 	return jsonMeta(raw, resource)
 }
 
+// Version is what tells one copy of an object from another: its namespace, name and
+// resourceVersion.
+type Version struct{ Namespace, Name, ResourceVersion string }
+
+// VersionOf reads an object's namespace, name and resourceVersion from its raw bytes (JSON or the
+// protobuf envelope) and nothing else: whether a copy is newer than the one kept is a compare, not
+// a decode (ExtractMeta reads all an index needs). false when the object has no metadata.
+func VersionOf(raw []byte) (Version, bool) {
+	var v Version
+	if IsProtobuf(raw) {
+		_, _, obj, err := DecodeProtoEnvelope(raw)
+		if err != nil {
+			return v, false
+		}
+		om, ok := protoLookup(obj, []int{1})
+		if !ok || om.typ != wireBytes {
+			return v, false
+		}
+		err = protoFields(om.data, func(f field) bool {
+			if f.typ == wireBytes {
+				switch f.num {
+				case 1:
+					v.Name = string(f.data)
+				case 3:
+					v.Namespace = string(f.data)
+				case 6:
+					v.ResourceVersion = string(f.data)
+				}
+			}
+			return true
+		})
+		return v, err == nil
+	}
+	md, ok := jsonMember(raw, "metadata")
+	if !ok {
+		return v, false
+	}
+	v.Name, _ = jsonString(md, "name")
+	v.Namespace, _ = jsonString(md, "namespace")
+	v.ResourceVersion, _ = jsonString(md, "resourceVersion")
+	return v, true
+}
+
+// ListResourceVersionOf reads a list's resourceVersion (its metadata's) from its raw bytes, JSON
+// or the protobuf envelope, without splitting its items.
+func ListResourceVersionOf(raw []byte) (string, bool) {
+	if IsProtobuf(raw) {
+		_, _, obj, err := DecodeProtoEnvelope(raw)
+		if err != nil {
+			return "", false
+		}
+		return protoPath(obj, []int{1, 2}, false) // ListMeta{selfLink=1, resourceVersion=2}
+	}
+	md, ok := jsonMember(raw, "metadata")
+	if !ok {
+		return "", false
+	}
+	return jsonString(md, "resourceVersion")
+}
+
 func jsonMeta(raw []byte, resource string) (Meta, error) {
 	var md struct {
 		Name            string            `json:"name"`

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -28,6 +30,14 @@ func TestExtractMetaJSONAndProtobufAgree(t *testing.T) {
 		if got, _ := m.FieldValue("metadata.name", enc); got != "p-3" {
 			t.Errorf("metadata.name %q", got)
 		}
+		if v, ok := VersionOf(enc); !ok || v != (Version{"ns", "p-3", "103"}) {
+			t.Errorf("VersionOf %+v, %v", v, ok)
+		}
+	}
+	for _, raw := range [][]byte{[]byte(`{"kind":"Pod"}`), []byte("k8s\x00\x0a")} {
+		if v, ok := VersionOf(raw); ok {
+			t.Errorf("VersionOf(%q) = %+v", raw, v)
+		}
 	}
 }
 
@@ -52,4 +62,24 @@ func FuzzJSONMember(f *testing.F) {
 		}
 		_, _ = ExtractMeta(obj, "pods")
 	})
+}
+
+// A list's resourceVersion is read from its metadata without splitting its items, as the list
+// splitter reads it (real apiserver answers, JSON and protobuf).
+func TestListResourceVersionOf(t *testing.T) {
+	for _, name := range []string{"pods-list.json", "pods-list.pb", "endpointslices-list.pb"} {
+		raw, err := os.ReadFile(filepath.Join("testdata", "real", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want string
+		sp := NewListSplitter(ParseMediaType(map[bool]string{true: MediaProtobuf, false: MediaJSON}[IsProtobuf(raw)]),
+			ListHandler{Meta: func(m ListMeta) { want = m.ResourceVersion }, Item: func([]byte) error { return nil }})
+		if _, err := sp.Write(raw); err != nil {
+			t.Fatal(err)
+		}
+		if rv, ok := ListResourceVersionOf(raw); !ok || rv != want || rv == "" {
+			t.Errorf("%s: %q, %v; the splitter read %q", name, rv, ok, want)
+		}
+	}
 }

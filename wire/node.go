@@ -42,22 +42,20 @@ func protoNodeFacts(raw []byte, annotation, label, condition string) (NodeFacts,
 				if m.typ != wireBytes || m.num != 11 && m.num != 12 {
 					return true
 				}
-				k, _ := protoPath(m.data, []int{1}, false)
-				v, _ := protoPath(m.data, []int{2}, false)
-				switch {
-				case m.num == 11 && k == label:
-					nf.Label, nf.HasLabel = v, true
-				case m.num == 12 && k == annotation:
-					nf.Annotation, nf.HasAnnotation = v, true
+				k, v := protoPair(m.data)
+				switch { // compared as bytes: only the values read are copied
+				case m.num == 11 && string(k) == label:
+					nf.Label, nf.HasLabel = string(v), true
+				case m.num == 12 && string(k) == annotation:
+					nf.Annotation, nf.HasAnnotation = string(v), true
 				}
 				return true
 			})
 		case 3: // status: conditions 4, each {type=1, status=2}
 			err = protoFields(f.data, func(c field) bool {
 				if c.typ == wireBytes && c.num == 4 {
-					if t, _ := protoPath(c.data, []int{1}, false); t == condition {
-						nf.Condition, _ = protoPath(c.data, []int{2}, false)
-						nf.HasCondition = true
+					if t, st := protoPair(c.data); string(t) == condition {
+						nf.Condition, nf.HasCondition = string(st), true
 					}
 				}
 				return true

@@ -47,3 +47,24 @@ func FuzzReadNodeFacts(f *testing.F) {
 		_, _ = ReadNodeFacts(raw, "a", "b", "Autonomy")
 	})
 }
+
+// kubelet reads its node every 10 s through the hub, which reads the node's facts on each: only
+// the values it keeps are copied (the envelope's apiVersion and kind, the annotation, the label and
+// the condition's status), not every label, annotation and condition it looks at.
+func TestReadNodeFactsCopiesOnlyWhatItKeeps(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n",
+		Labels:      map[string]string{"a": "1", "b": "2", "c": "3", "openyurt.io/is-edge-worker": "true"},
+		Annotations: map[string]string{"x": "1", "y": "2", "node.beta.openyurt.io/autonomy": "true"}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: "Ready", Status: "True"}, {Type: "MemoryPressure", Status: "False"},
+			{Type: "DiskPressure", Status: "False"}, {Type: "Autonomy", Status: "True"}}}}
+	pb, err := EncodeProto("v1", "Node", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(100, func() {
+		_, _ = ReadNodeFacts(pb, "node.beta.openyurt.io/autonomy", "openyurt.io/is-edge-worker", "Autonomy")
+	})
+	if n > 5 {
+		t.Fatalf("%v allocations per read, want at most 5", n)
+	}
+}

@@ -118,6 +118,26 @@ func protoPath(msg []byte, path []int, asBool bool) (string, bool) {
 	return "", false
 }
 
+// protoPair returns the bytes of fields 1 and 2 of msg (a map entry's key and value, a
+// condition's type and status) without copying: they point into msg. The last occurrence wins.
+func protoPair(msg []byte) (one, two []byte) {
+	err := protoFields(msg, func(f field) bool {
+		if f.typ == wireBytes {
+			switch f.num {
+			case 1:
+				one = f.data
+			case 2:
+				two = f.data
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, nil // as protoPath: a malformed message holds neither
+	}
+	return one, two
+}
+
 // protoLookup finds the field at path (field numbers, outermost first) without copying: its data
 // points into msg. The last occurrence of a field wins, as protobuf merges.
 func protoLookup(msg []byte, path []int) (field, bool) {

@@ -18,15 +18,19 @@ type Selector struct {
 
 // NewSelector parses a list's selectors; bad ones are an error the caller answers with 400.
 func NewSelector(namespace, labelSelector, fieldSelector string) (Selector, error) {
-	ls, err := labels.Parse(labelSelector)
-	if err != nil {
-		return Selector{}, fmt.Errorf("labelSelector: %w", err)
+	s := Selector{Namespace: namespace, LabelSelector: labelSelector, FieldSelector: fieldSelector}
+	var err error
+	if labelSelector != "" { // an empty one is not parsed: nil selects everything
+		if s.labels, err = labels.Parse(labelSelector); err != nil {
+			return Selector{}, fmt.Errorf("labelSelector: %w", err)
+		}
 	}
-	fs, err := fields.ParseSelector(fieldSelector)
-	if err != nil {
-		return Selector{}, fmt.Errorf("fieldSelector: %w", err)
+	if fieldSelector != "" {
+		if s.fields, err = fields.ParseSelector(fieldSelector); err != nil {
+			return Selector{}, fmt.Errorf("fieldSelector: %w", err)
+		}
 	}
-	return Selector{Namespace: namespace, labels: ls, fields: fs, LabelSelector: labelSelector, FieldSelector: fieldSelector}, nil
+	return s, nil
 }
 
 // Everything reports whether the selector selects every object of its namespace.

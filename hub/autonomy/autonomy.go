@@ -263,19 +263,28 @@ func (a *Condition) Node(raw []byte) []byte {
 }
 
 // Response sets the condition in the cloud's answer to kubelet's GET of its node (read whole: one
-// object) and writes it to the cloud when it had to change. An answer it cannot read whole
-// passes as it is.
+// object; a body held whole already, wire.Whole, is not read again) and writes it to the cloud
+// when it had to change. An answer it cannot read whole passes as it is.
 func (a *Condition) Response(resp *http.Response) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > MaxNodeBody {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxNodeBody+1))
-	if err != nil || len(body) > MaxNodeBody {
-		resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
-		return
+	var body []byte
+	if w, ok := resp.Body.(*wire.Whole); ok && w.Len() == len(w.Bytes()) {
+		body = w.Bytes()
+	} else {
+		var err error
+		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxNodeBody+1))
+		if err != nil || len(body) > MaxNodeBody {
+			resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+			return
+		}
+		resp.Body.Close()
 	}
-	resp.Body.Close()
 	out := a.Node(body)
+	if _, ok := resp.Body.(*wire.Whole); ok && len(out) == len(body) && (len(out) == 0 || &out[0] == &body[0]) {
+		return // the body held whole, unchanged: as it is
+	}
 	resp.Body = wire.NewWhole(out)
 	resp.ContentLength = int64(len(out))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))

@@ -181,3 +181,16 @@ func TestResponseSetsTheCondition(t *testing.T) {
 		t.Fatalf("patch %s %v", p, err)
 	}
 }
+
+// A body the hub already holds whole (the node copy read it) is not read again: a node whose
+// condition is as it should be passes as that very body.
+func TestResponseKeepsAWholeBodyAsItIs(t *testing.T) {
+	a := &Condition{}
+	raw := nodeRaw(t, nil, nil, []corev1.NodeCondition{{Type: autonomyCondition, Status: corev1.ConditionFalse}}, true)
+	body := wire.NewWhole(raw)
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, ContentLength: int64(len(raw)), Body: body}
+	a.Response(resp)
+	if resp.Body != io.ReadCloser(body) {
+		t.Fatalf("the whole body was replaced by a %T", resp.Body)
+	}
+}

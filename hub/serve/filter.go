@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"nodehub/filter"
 	"nodehub/wire"
@@ -71,11 +73,13 @@ func readFiltered(resp *http.Response, limit int64) ([]byte, error) {
 	var rd io.Reader = resp.Body
 	size := resp.ContentLength
 	if resp.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(resp.Body)
-		if err != nil {
+		g := gunzippers.Get().(*gunzipper)
+		defer g.put()
+		g.br.Reset(resp.Body)
+		if err := g.zr.Reset(g.br); err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
-		rd, size = zr, -1 // the length is the compressed one
+		rd, size = &g.zr, -1 // the length is the compressed one
 	}
 	if size > limit {
 		return nil, fmt.Errorf("%w: %d bytes announced, the bound is %d", wire.ErrTooLarge, size, limit)
@@ -88,6 +92,22 @@ func readFiltered(resp *http.Response, limit int64) ([]byte, error) {
 		return buf, nil
 	}
 	return wire.ReadAllLimit(rd, limit, "answer")
+}
+
+// gunzipper is a decompressor and its read buffer, reused from one answer to the next (a flate
+// decompressor holds a 32 KiB window and its tables, ~45 KiB: kubelet's pod list, which the
+// apiserver compresses past 128 KiB, needed a new one on every list).
+type gunzipper struct {
+	br *bufio.Reader
+	zr gzip.Reader
+}
+
+var gunzippers = sync.Pool{New: func() any { return &gunzipper{br: bufio.NewReaderSize(nil, 4<<10)} }}
+
+// put returns g to the pool, holding nothing of the answer it read.
+func (g *gunzipper) put() {
+	g.br.Reset(nil)
+	gunzippers.Put(g)
 }
 
 // badGateway turns resp into a 502 Status saying why (the cloud's body is already closed).

@@ -43,11 +43,11 @@ type nodeCopy struct {
 
 // keep records a newer copy of the node.
 func (c *nodeCopy) keep(raw []byte) {
-	m, err := wire.ExtractMeta(raw, "nodes")
-	if err != nil {
+	v, ok := wire.VersionOf(raw) // the metadata alone: a compare, not a decode
+	if !ok {
 		return
 	}
-	rv, _ := strconv.ParseUint(m.ResourceVersion, 10, 64)
+	rv, _ := strconv.ParseUint(v.ResourceVersion, 10, 64)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.raw == nil || rv >= c.rv {
@@ -66,17 +66,15 @@ func (c *nodeCopy) fresh(now time.Time, online bool) []byte {
 }
 
 // fromGet keeps the cloud's answer to a GET of the node (read whole, bounded: a node bigger than
-// autonomy.MaxNodeBody passes as it is).
+// autonomy.MaxNodeBody passes as it is; the body is left whole for the Autonomy condition and the
+// cache).
 func (c *nodeCopy) fromGet(resp *http.Response) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > autonomy.MaxNodeBody {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, autonomy.MaxNodeBody+1))
-	resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
-	if err != nil || len(body) > autonomy.MaxNodeBody {
-		return
+	if w, ok := readWhole(resp, autonomy.MaxNodeBody); ok {
+		c.keep(w.Bytes())
 	}
-	c.keep(body)
 }
 
 // track follows a watch of the node as it streams to its client: open while it lasts, each event

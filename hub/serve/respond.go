@@ -105,10 +105,20 @@ func (p *Pipeline) setAutonomy(q *proxyRequest, resp *http.Response) {
 	}
 }
 
-// keep tees the answer into its owner's cache (Keep; nothing without a cache).
+// keepWhole bounds the get answers keep reads whole before the tee: one small object, whose
+// announced length arrives in a read or two (a node, a pod, a lease).
+const keepWhole = 64 << 10
+
+// keep tees the answer into its owner's cache (Keep; nothing without a cache). A get's answer of a
+// small announced length is read whole first (readWhole): the cache then tells from its
+// resourceVersion that it holds it already and skips the tee, or keeps its bytes without a copy.
 func (p *Pipeline) keep(q *proxyRequest, resp *http.Response) {
 	if q.local == nil {
 		return
+	}
+	if q.ri.Verb == wire.VerbGet && q.ri.IsResource && resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Encoding") == "" &&
+		resp.ContentLength > 0 && resp.ContentLength <= keepWhole {
+		readWhole(resp, keepWhole)
 	}
 	Keep(p.Cache, q.ri, p.learn(q, resp), resp)
 }
