@@ -256,7 +256,7 @@ func (b *batch) add(p *pend) {
 		b.order = append(b.order, id)
 	}
 	if b.due.IsZero() {
-		b.due = onTheGrid(time.Now(), b.w.Delay)
+		b.due = time.Now().Add(b.w.Delay)
 	}
 	b.pending[id] = p
 	b.pendingBytes += len(p.body)
@@ -314,7 +314,7 @@ func (b *batch) event(st *Stream, ev wire.WatchEvent) error {
 				b.bookmarks[key] = m.ResourceVersion
 			}
 			if b.due.IsZero() {
-				b.due = onTheGrid(time.Now(), b.w.Delay)
+				b.due = time.Now().Add(b.w.Delay)
 			}
 		}
 	case wire.EventDeleted:

@@ -93,8 +93,8 @@ func (d *disk) unsyncedDir(rel string) {
 
 // RunSync syncs what was written at most once per interval until ctx ends, then a last time. It
 // sleeps while nothing is written (no timer ticks on an idle hub), and syncs at once when the last
-// sync is an interval old (almost: an eighth of it is tolerated), else at the moment the writer's
-// next batch is due (syncAt, grid.go), so the sync runs in the same wake-up as the batch.
+// sync is an interval old (almost: an eighth of it is tolerated), so the sync after the writer's
+// batch runs in the same wake-up as the batch.
 func (s *Store) RunSync(ctx context.Context, interval time.Duration) {
 	var last time.Time
 	t := time.NewTimer(time.Hour)
@@ -107,8 +107,8 @@ func (s *Store) RunSync(ctx context.Context, interval time.Duration) {
 			return
 		case <-s.dirtied:
 		}
-		if at := syncAt(last, time.Now(), interval); time.Until(at) > 0 {
-			t.Reset(time.Until(at))
+		if wait := time.Until(last.Add(interval)); wait > interval/8 {
+			t.Reset(wait)
 			select {
 			case <-ctx.Done():
 				_ = s.Sync()

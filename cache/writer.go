@@ -36,9 +36,8 @@ type Writer struct {
 	OnFull   func(r Resource)
 	// Delay is how long a changed object may wait in memory before it is written, so that
 	// repeated changes of one key (an EndpointSlice churning several times a second) cost one
-	// write: it is written at the next multiple of Delay on the clock (grid.go), when the store's
-	// sync comes too. Zero writes at once. The hub sets it to the sync interval: durability is
-	// batched to that interval anyway.
+	// write. Zero writes at once. The hub sets it to the sync interval: durability is batched to
+	// that interval anyway.
 	Delay time.Duration
 
 	queued  atomic.Int64
@@ -192,8 +191,8 @@ func (w *Writer) markDropped(r Resource) {
 }
 
 // run drains one queue: it parses what was queued into pending objects, coalesced by key, and
-// writes them at the first multiple of Delay on the clock after the first of them changed (at
-// once past maxPendingBytes). It ends when nothing is queued or pending.
+// writes them once Delay has passed since the first of them changed (at once past
+// maxPendingBytes). It ends when nothing is queued or pending.
 func (w *Writer) run(q *queue) {
 	b := q.b
 	var timer *time.Timer
