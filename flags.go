@@ -52,6 +52,7 @@ type options struct {
 	remoteMetrics     bool
 	verbosity         int
 	maxProcs          int
+	timerSlack        time.Duration
 	cacheAgents       string
 	noCacheAgents     string
 	cacheSync         time.Duration
@@ -178,6 +179,7 @@ func (o *options) registerNode(fs *flag.FlagSet) {
 	fs.DurationVar(&o.kubeletGrace, "kubelet-health-grace-period", hub.DefaultKubeletGracePeriod, "stop renewing the node lease after kubelet is quiet this long")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the Go runtime's soft memory limit (e.g. 64Mi); empty: 14Mi during start-up (until the shared stores hold their first lists), then none")
 	fs.IntVar(&o.maxProcs, "max-procs", 1, "cores the hub runs on (GOMAXPROCS)")
+	fs.DurationVar(&o.timerSlack, "timer-slack", defaultTimerSlack, "how late the kernel may wake the hub's sleeping threads, to wake them together (0: the system's)")
 	fs.IntVar(&o.verbosity, "v", 2, "log verbosity: 4 or more logs debug lines")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.staticPodPath, "static-pod-path", "/etc/kubernetes/manifests", "kubelet's static pod manifest directory (OTA upgrades of static pods write there)")
@@ -374,6 +376,9 @@ func (o *options) validateBounds() error {
 	}
 	if o.maxProcs < 1 {
 		return fmt.Errorf("--max-procs: %d must be at least 1", o.maxProcs)
+	}
+	if o.timerSlack < 0 || o.timerSlack > maxTimerSlack {
+		return fmt.Errorf("--timer-slack: %v is not between 0 and %v", o.timerSlack, maxTimerSlack)
 	}
 	if o.kubeletGrace <= 0 {
 		return fmt.Errorf("--kubelet-health-grace-period: %v must be positive", o.kubeletGrace)

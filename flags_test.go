@@ -62,6 +62,8 @@ func TestParseFlagsErrorsAreOneLineNamingTheFlag(t *testing.T) {
 		{[]string{"--server-addr=a:1", "--disabled-resource-filters=nosuch"}, "--disabled-resource-filters"},
 		{[]string{"--server-addr=a:1", "--filter-components=masterservice"}, "filter-components"},
 		{[]string{"--server-addr=a:1", "--working-mode=sky"}, "--working-mode"},
+		{[]string{"--server-addr=a:1", "--timer-slack=1s"}, "--timer-slack"},
+		{[]string{"--server-addr=a:1", "--timer-slack=-1ms"}, "--timer-slack"},
 		{[]string{"--server-addr=a:1", "--dummy-if-ip=10.0.0.1"}, "--dummy-if-ip"},
 		{[]string{"--server-addr=a:1", "--dummy-if-ip=169.254.31.5"}, "--dummy-if-ip"},
 		{[]string{"--server-addr=a:1", "--dummy-if-ip=169.254.1.1"}, "--dummy-if-ip"},

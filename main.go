@@ -62,9 +62,13 @@ func run(args []string) int {
 	return o.serve(srv, log)
 }
 
-// tuneRuntime sets the Go runtime's cores, heap profiling and memory limit from the flags; it
+// tuneRuntime sets the threads' timer slack (timerslack.go: the binary is executed again when it
+// must change), the Go runtime's cores, heap profiling and memory limit from the flags; it
 // returns what lifts the start-up limit once the hub started (nil: there is none).
 func (o *options) tuneRuntime() (started func()) {
+	if err := slackTimers(o.timerSlack); err != nil {
+		fmt.Fprintln(os.Stderr, "nodehub: --timer-slack not applied:", err)
+	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(min(o.maxProcs, runtime.NumCPU()))
 	}

@@ -14,37 +14,44 @@ import (
 )
 
 // Memory the hub holds but no longer uses is given back to the node, whose pods need it more:
-//   - when start-up has settled, and then every few seconds, the pages of the binary's read-only
-//     segments are dropped from the resident set: what start-up touched (every package's init,
-//     k8s.io/api's tables), and what a burst touched (the node's clients' first lists run code
-//     that idle watches never do), with the kernel mapping the 64 KiB around each page it faults
-//     in (a burst left 10.6 of the binary's 13 MiB resident). What stays in use comes back at its
-//     next touch from the page cache: a minor fault, nothing read from flash; measured ~1 ms of CPU
-//     a minute (cpu_idle_per_minute of `-only profile`, docs/figures.md);
+//   - when start-up has settled, and then at a quiet tick when they grew, the pages of the
+//     binary's read-only segments are dropped from the resident set: what start-up touched (every
+//     package's init, k8s.io/api's tables), and what a burst touched (the node's clients' first
+//     lists run code that idle watches never do), with the kernel mapping the 64 KiB around each
+//     page it faults in (a burst left 10.6 of the binary's 13 MiB resident). What stays in use
+//     comes back at its next touch from the page cache: a minor fault, nothing read from flash.
+//     They are dropped only when more than imageRegrowth of them came back since the working set
+//     that followed the last drop (measured at the first quiet tick after it): a hub that runs the
+//     same code all along — idle, or a steady churn of events — would only fault the same pages
+//     back in every tick, which cost the churn of the node profile ~7 % of its CPU;
 //   - every few seconds, when the Go heap holds more than a MiB of free pages, or more than a MiB
 //     of garbage beyond what the last collection found live (a burst's leftovers: the heap grows
 //     to twice the live heap before the collector runs, and an idle hub never reaches that), it
 //     is collected and its free pages are returned to the kernel at once rather than over minutes
 //     by the runtime's background scavenger.
 //
-// Both are done only at a quiet tick: less than a MiB allocated since the previous one. A busy hub
-// always holds garbage (its heap grows to twice the live heap between collections) and touches
-// its code again at once: trimming it then would force a collection and re-fault the binary's
-// pages every tick. A burst's leftovers are given back at the first quiet tick after it.
+// Both are done only at a quiet tick: less than a MiB allocated over 5 s (quietBelow per
+// trimEvery). A busy hub always holds garbage (its heap grows to twice the live heap between
+// collections) and touches its code again at once: trimming it then would force a collection and
+// re-fault the binary's pages every tick. After a busy tick the next comes a second later
+// (recheckAfter, twice, then trimEvery again), so a burst's leftovers are given back within a
+// second or two of its end, not up to ten.
 const (
 	startupSettle = 15 * time.Second
 	trimEvery     = 5 * time.Second
+	recheckAfter  = time.Second
 	trimAbove     = 1 << 20
-	quietBelow    = 1 << 20 // bytes allocated between two ticks of a quiet hub
+	quietBelow    = 1 << 20 // bytes allocated over trimEvery by a quiet hub
+	imageRegrowth = 1 << 20 // bytes of the binary's pages come back past the working set
 )
 
 // giveBackMemory runs until ctx ends.
 func giveBackMemory(ctx context.Context, log *slog.Logger) {
-	t := time.NewTicker(trimEvery)
+	t := time.NewTimer(trimEvery)
 	defer t.Stop()
 	settled := time.NewTimer(startupSettle)
 	defer settled.Stop()
-	g := giver{allocs: readHeap().allocs}
+	g := newGiver(readHeap().allocs, time.Now())
 	for {
 		select {
 		case <-ctx.Done():
@@ -53,30 +60,92 @@ func giveBackMemory(ctx context.Context, log *slog.Logger) {
 			g.image = true
 			debug.FreeOSMemory()
 			dropImage(log)
-		case <-t.C:
-			if g.quiet(readHeap().allocs) && g.image {
+			g.dropped()
+		case now := <-t.C:
+			quiet := g.quiet(readHeap().allocs, now)
+			if quiet && g.image && g.regrown(residentImage()) {
 				dropImage(log)
+				g.dropped()
 			}
+			t.Reset(g.next(quiet))
 		}
 	}
 }
 
 // giver decides, tick by tick, whether the hub is quiet enough to give memory back.
 type giver struct {
-	allocs uint64 // bytes allocated in all, at the last tick
-	image  bool   // the binary's pages are dropped at quiet ticks once start-up has settled
+	allocs uint64    // bytes allocated in all, at the last tick
+	at     time.Time // the last tick
+	busy   int       // busy ticks in a row
+	image  bool      // the binary's pages are dropped at quiet ticks once start-up has settled
+	// base is the binary's resident bytes at the first quiet tick after the last drop (what the
+	// hub's work faults back in), -1 until that tick.
+	base int64
 }
 
-// quiet takes the tick's count of bytes allocated in all; when less than quietBelow was allocated
-// since the last tick, it trims the heap (trimHeap) and reports true.
-func (g *giver) quiet(allocs uint64) bool {
-	busy := allocs-g.allocs >= quietBelow
-	g.allocs = allocs
+func newGiver(allocs uint64, now time.Time) giver {
+	return giver{allocs: allocs, at: now, base: -1}
+}
+
+// quiet takes the tick's count of bytes allocated in all and its time; when less than
+// quietBelow per trimEvery was allocated since the last tick, it trims the heap (trimHeap) and
+// reports true.
+func (g *giver) quiet(allocs uint64, now time.Time) bool {
+	elapsed := now.Sub(g.at)
+	busy := float64(allocs-g.allocs)*float64(trimEvery) >= float64(quietBelow)*float64(max(elapsed, time.Millisecond))
+	g.allocs, g.at = allocs, now
 	if busy {
+		g.busy++
 		return false
 	}
+	g.busy = 0
 	trimHeap()
 	return true
+}
+
+// next is how long until the next tick: a second after one or two busy ticks in a row (a burst
+// may just have ended), else trimEvery.
+func (g *giver) next(quiet bool) time.Duration {
+	if !quiet && g.busy%3 != 0 {
+		return recheckAfter
+	}
+	return trimEvery
+}
+
+// regrown takes the binary's resident bytes at a quiet tick and reports whether they grew past
+// the working set by more than imageRegrowth (a burst ran code the hub's steady work does not);
+// the first quiet tick after a drop measures the working set.
+func (g *giver) regrown(resident int64) bool {
+	if resident < 0 {
+		return true // unknown: drop, as before the working set was measured
+	}
+	if g.base < 0 {
+		g.base = resident
+		return false
+	}
+	g.base = min(g.base, resident)
+	return resident > g.base+imageRegrowth
+}
+
+// dropped records a drop of the binary's pages: the next quiet tick measures the working set.
+func (g *giver) dropped() { g.base = -1 }
+
+// residentImage is the process's resident file-backed bytes (the "shared" field of
+// /proc/self/statm: the binary's pages, the hub maps no other file), -1 when unknown.
+func residentImage() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return -1
+	}
+	n, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n * int64(os.Getpagesize())
 }
 
 // trimHeap collects the heap and returns its free pages when it holds more than trimAbove free,

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func rssFileKiB(t *testing.T) int64 {
@@ -75,24 +76,86 @@ func TestTrimHeapCollectsABurstsGarbage(t *testing.T) {
 func TestGiveBackOnlyWhenQuiet(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	debug.FreeOSMemory()
-	g := giver{allocs: readHeap().allocs}
+	start := time.Now()
+	g := newGiver(readHeap().allocs, start)
 	var sink [][]byte
 	for i := 0; i < 4096; i++ { // 4 MiB, dropped at once
 		sink = append(sink, make([]byte, 1024))
 	}
 	sink = nil
 	before := readHeap()
-	if g.quiet(before.allocs) {
+	if g.quiet(before.allocs, start.Add(trimEvery)) {
 		t.Fatal("a busy tick counted as quiet")
 	}
 	if h := readHeap(); h.objects < before.objects {
 		t.Fatalf("a busy tick collected the heap: %d bytes of objects, %d before", h.objects, before.objects)
 	}
-	if !g.quiet(readHeap().allocs) {
+	if !g.quiet(readHeap().allocs, start.Add(2*trimEvery)) {
 		t.Fatal("a quiet tick after the burst did not count as quiet")
 	}
 	if h := readHeap(); h.objects > h.live+trimAbove {
 		t.Fatalf("the quiet tick after the burst left its garbage: %+v", h)
 	}
 	_ = sink
+}
+
+// The binary's pages are dropped at a quiet tick only when more of them came back than the
+// working set measured after the last drop: a hub running the same code all along (idle, a steady
+// churn of events) keeps them, one whose burst touched more gives them back.
+func TestImageDroppedOnlyWhenItGrew(t *testing.T) {
+	const mib = 1 << 20
+	g := newGiver(0, time.Now())
+	steps := []struct {
+		resident int64
+		drop     bool
+	}{
+		{5 * mib, false},       // the first quiet tick after the drop at start-up: the working set
+		{5*mib + mib/2, false}, // the same work, a few pages more
+		{5 * mib, false},
+		{11 * mib, true}, // a burst ran code the steady work does not
+	}
+	for i, s := range steps {
+		if got := g.regrown(s.resident); got != s.drop {
+			t.Fatalf("tick %d, %d bytes resident: drop %v, want %v", i, s.resident, got, s.drop)
+		}
+	}
+	g.dropped()
+	if g.regrown(6 * mib) {
+		t.Fatal("the first quiet tick after a drop dropped again: it measures the working set")
+	}
+	if g.regrown(6*mib + mib/2) {
+		t.Fatal("dropped the working set that came back")
+	}
+	if !g.regrown(8 * mib) {
+		t.Fatal("2 MiB past the working set kept")
+	}
+}
+
+// A tick after a busy one comes a second later, twice, so a burst's leftovers go within a second
+// or two of its end; a hub busy all along is looked at every trimEvery in between, and a quiet
+// one every trimEvery. Quiet is a rate: less than quietBelow per trimEvery.
+func TestBusyTicksLookAgainSoon(t *testing.T) {
+	start := time.Now()
+	g := newGiver(0, start)
+	now, allocs := start, uint64(0)
+	tick := func(alloc uint64, d time.Duration) (bool, time.Duration) {
+		now, allocs = now.Add(d), allocs+alloc
+		q := g.quiet(allocs, now)
+		return q, g.next(q)
+	}
+	if q, next := tick(8<<20, trimEvery); q || next != recheckAfter {
+		t.Fatalf("a burst's tick: quiet %v, next in %v", q, next)
+	}
+	if q, next := tick(quietBelow/2, recheckAfter); q || next != recheckAfter {
+		t.Fatalf("half a MiB in a second: quiet %v, next in %v", q, next)
+	}
+	if q, next := tick(quietBelow/2, recheckAfter); q || next != trimEvery {
+		t.Fatalf("a third busy tick: quiet %v, next in %v", q, next)
+	}
+	if q, next := tick(quietBelow/16, recheckAfter); !q || next != trimEvery {
+		t.Fatalf("64 KiB in a second: quiet %v, next in %v", q, next)
+	}
+	if q, _ := tick(quietBelow/2, trimEvery); !q {
+		t.Fatal("half a MiB over trimEvery counted busy")
+	}
 }

@@ -35,3 +35,23 @@ func TestKeepWatchPassesOnWakesAndEnds(t *testing.T) {
 	KeepWatch(context.Background(), time.Millisecond, time.Hour, func() (Wakes, bool) { return Wakes{}, true },
 		func() bool { t.Error("tick before the interval"); return false })
 }
+
+// Watches opened at different moments tick at the same moments, the multiples of the interval on
+// the clock: the hub wakes once for all their bookmarks. A tick that fires a hair past its moment
+// (or before it: the wall clock slewed) sets the next a whole interval on, never at once.
+func TestWatchesTickTogether(t *testing.T) {
+	iv := 10 * time.Second
+	base := time.Unix(1_700_000_000, 0) // a multiple of 10 s
+	for _, off := range []time.Duration{time.Millisecond, 3 * time.Second, 9*time.Second + 300*time.Millisecond} {
+		now := base.Add(off)
+		if at := now.Add(tickIn(now, iv)); !at.Equal(base.Add(iv)) {
+			t.Errorf("a watch opened %v past a multiple ticks at %v, want %v", off, at.Sub(base), iv)
+		}
+	}
+	for _, off := range []time.Duration{iv + time.Microsecond, iv - time.Microsecond} {
+		now := base.Add(off)
+		if at := now.Add(tickIn(now, iv)); !at.Equal(base.Add(2 * iv)) {
+			t.Errorf("a tick at %v sets the next at %v, want %v", off, at.Sub(base), 2*iv)
+		}
+	}
+}
