@@ -37,6 +37,7 @@ type options struct {
 }
 
 func main() {
+	runFloorProxyIfAsked()
 	var o options
 	flag.IntVar(&o.rounds, "rounds", 1500, "requests of each kind through the hub and directly")
 	flag.IntVar(&o.pods, "pods", 110, "pods on the node")
