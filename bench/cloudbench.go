@@ -211,10 +211,15 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 	}
 	defer relay.Close()
 	hubMode, certsDone := mode, func() error { return nil }
-	if mode == "unsigned" {
+	if mode == "unsigned" || mode == "node-unsigned" {
 		// Lease mode in a cluster that signs no serving certificate (no approver, or no signer):
-		// the hubs cannot serve the pool and none may lead (issue 29 item 4).
-		hubMode = "lease"
+		// the hubs cannot serve the pool and none may lead (issue 29 item 4); node-unsigned is node
+		// level in the same cluster (its hubs wait on the same pending serving CSRs), to compare
+		// like with like.
+		hubMode = strings.TrimSuffix(strings.TrimSuffix(mode, "-unsigned"), "unsigned")
+		if hubMode == "" {
+			hubMode = "lease"
+		}
 		for _, ed := range edges {
 			if err := os.Remove(ed.ServingCertBundle); err != nil && !os.IsNotExist(err) {
 				return err
@@ -226,7 +231,7 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		return err
 	}
 	defer stopHubs(hubs)
-	if mode != "unsigned" {
+	if mode != "unsigned" && mode != "node-unsigned" {
 		if certsDone, err = servingCerts(ctx, e, edges); err != nil {
 			return err
 		}
