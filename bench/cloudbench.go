@@ -216,9 +216,9 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		// the hubs cannot serve the pool and none may lead (issue 29 item 4); node-unsigned is node
 		// level in the same cluster (its hubs wait on the same pending serving CSRs), to compare
 		// like with like.
-		hubMode = strings.TrimSuffix(strings.TrimSuffix(mode, "-unsigned"), "unsigned")
-		if hubMode == "" {
-			hubMode = "lease"
+		hubMode = "lease"
+		if mode == "node-unsigned" {
+			hubMode = "node"
 		}
 		for _, ed := range edges {
 			if err := os.Remove(ed.ServingCertBundle); err != nil && !os.IsNotExist(err) {
