@@ -171,7 +171,7 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	case best == "":
 		return e.noLeader(retry, wait)
 	}
-	return e.follow(best, addr)
+	return e.follow(ctx, best, addr)
 }
 
 // mayLead returns who may lead the pool (nil: any node's lease, self-declared), or false when
@@ -218,11 +218,16 @@ func (e *elector) noLeader(retry, wait time.Duration) time.Duration {
 	return doubled(base, e.idle-1, maxNoLeader)
 }
 
-// follow takes best (at addr) as the pool's leader, this hub itself or another.
-func (e *elector) follow(best, addr string) time.Duration {
+// follow takes best (at addr) as the pool's leader, this hub itself or another. A hub that takes
+// the lead publishes it at once (publish).
+func (e *elector) follow(ctx context.Context, best, addr string) time.Duration {
 	e.idle = 0
 	e.p.setNoLeaderWhy("")
+	took := best == e.p.cfg.NodeName && !e.p.Leading()
 	e.p.setLeader(best+"@"+addr, best == e.p.cfg.NodeName)
+	if took {
+		e.p.publish(ctx)
+	}
 	if best == e.p.cfg.NodeName && e.p.leadingFor() < leaseDuration(nil) {
 		return leaseDuration(nil) / 4 // two hubs that took the lead at once see each other's marks soon
 	}
@@ -479,6 +484,21 @@ func (e *elector) release(ctx context.Context) {
 		return
 	}
 	resp.Body.Close()
+}
+
+// publish renews this hub's lease now (Config.Publish), with the leader's mark and its pool
+// address OnRole has just set: the pool's other hubs, which know the next leader but not where it
+// serves until its lease says so (awaitAddress), read the cloud meanwhile — without it for up to a
+// heartbeat more. A failure is only logged: the next heartbeat publishes it.
+func (p *Pool) publish(ctx context.Context) {
+	if p.cfg.Publish == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*p.cfg.LeaderTimeout)
+	defer cancel()
+	if err := p.cfg.Publish(ctx); err != nil {
+		p.log.Info("pool: the lead not published at once; the next heartbeat publishes it", "err", err)
+	}
 }
 
 // fetchElection sends a GET to the cloud asking for protobuf: the election's leases this way are
