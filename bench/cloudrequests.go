@@ -45,7 +45,11 @@ func readAPIBytes(e *env) (apiBytes, error) {
 			req += "/" + s
 		}
 		req += " " + label(line, "verb")
-		ev := label(line, "kind") + " events"
+		ev := label(line, "resource") // the events' resource (their kind before v1.32)
+		if ev == "" {
+			ev = label(line, "kind")
+		}
+		ev += " events"
 		switch name {
 		case "apiserver_request_total":
 			add(req, v, 0)
