@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"nodehub/listwatch"
@@ -84,10 +85,16 @@ func (p *Pool) elect(ctx context.Context, stop func() context.Context) {
 	// hour), not every 30 s (~1 MiB a day of refusals per node).
 	np.Refused = time.Minute
 	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
-	done := make(chan struct{})
-	go func() { defer close(done); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
-	defer func() { <-done }()
-	(&elector{p: p, passed: map[string]string{}, nodePool: np}).run(ctx, stop)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var once sync.Once
+	readNodePool := func() {
+		once.Do(func() {
+			wg.Add(1)
+			go func() { defer wg.Done(); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
+		})
+	}
+	(&elector{p: p, passed: map[string]string{}, nodePool: np, readNodePool: readNodePool}).run(ctx, stop)
 }
 
 // run holds rounds until ctx ends: at once, when the last round said, when a leader failed this
@@ -125,13 +132,17 @@ type elector struct {
 	// portMissed counts the failed checks of the pool port in a row while this hub could serve.
 	portMissed int
 
-	nodePool *Store          // the pool's NodePool (one object, or none), listed and watched
-	npRV     uint64          // the resourceVersion members was read from
-	read     bool            // members and declared were read (at npRV)
-	members  map[string]bool // status.nodes named in AnnotationMembers (nil: none named)
-	declared map[string]bool // its status.nodes
-	refused  refusal         // why no leader is elected
-	idle     int             // rounds in a row that found no leader (their back-off doubles)
+	nodePool *Store // the pool's NodePool (one object, or none), listed and watched
+	// readNodePool starts the NodePool's list and watch (once; nil: it runs already): only when
+	// this hub can lead, or a leader is marked (unable.go).
+	readNodePool func()
+	nodePoolRead bool            // readNodePool was called
+	npRV         uint64          // the resourceVersion members was read from
+	read         bool            // members and declared were read (at npRV)
+	members      map[string]bool // status.nodes named in AnnotationMembers (nil: none named)
+	declared     map[string]bool // its status.nodes
+	refused      refusal         // why no leader is elected
+	idle         int             // rounds in a row that found no leader (their back-off doubles)
 	// published is when this hub's lease was first seen standing for the pool (notePublished).
 	published time.Time
 	// settleFor, if set, replaces settle() (tests: 0).
@@ -150,6 +161,9 @@ type elector struct {
 func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	retry := e.p.cfg.LeaderTimeout / 2
 	e.candidacy(ctx)
+	if wait, ok := e.unable(ctx, retry); ok {
+		return wait
+	}
 	members, ok := e.mayLead(now)
 	if !ok {
 		return retry
@@ -208,14 +222,13 @@ func (e *elector) noLeader(retry, wait time.Duration) time.Duration {
 	e.p.setLeader("", false)
 	e.p.setNoLeaderWhy("no live member of the pool can serve it")
 	e.idle++
-	base := retry
 	if !e.p.eligible() {
-		base = max(retry, retryLeader) // it cannot lead: no hurry (it looks again once it can)
+		return unableWait(e.idle)
 	}
 	if wait > 0 {
-		return min(wait, doubled(base, e.idle-1, maxNoLeader))
+		return min(wait, doubled(retry, e.idle-1, maxNoLeader))
 	}
-	return doubled(base, e.idle-1, maxNoLeader)
+	return doubled(retry, e.idle-1, maxNoLeader)
 }
 
 // follow takes best (at addr) as the pool's leader, this hub itself or another. A hub that takes

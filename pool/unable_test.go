@@ -75,7 +75,7 @@ func TestUnableHubReadsNoNodePoolWithoutALeader(t *testing.T) {
 
 	cannot := func(context.Context) (string, string) { return ReasonNoServingCert, "no serving certificate" }
 	f := &fakeLeases{at: time.Now()}
-	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: cannot}
+	e := &elector{p: p, passed: map[string]string{}, list: f.list, canServe: cannot, readNodePool: func() {}}
 	var waits []string
 	for range 4 {
 		waits = append(waits, e.round(context.Background(), time.Now()).String())
