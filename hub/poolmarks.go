@@ -2,11 +2,9 @@ package hub
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"nodehub/hub/nodelease"
-	"nodehub/hub/remote"
 	"nodehub/pool"
 )
 
@@ -41,21 +39,9 @@ func clearLeaseMarks(lease *nodelease.Lease) {
 	(&leaseMarks{lease: lease}).set(func(*leaseMarks) {})
 }
 
-// publishLease renews the node's lease now, through a healthy server (pool.Config.Publish): a hub
-// that takes the lead puts its leader mark and pool address on the cloud at once, not at the next
-// heartbeat.
+// publishLease renews the node's lease now, through the hub's cloud client (a healthy server;
+// pool.Config.Publish): a hub that takes the lead puts its leader mark and pool address on the
+// cloud at once, not at the next heartbeat.
 func (s *Server) publishLease(ctx context.Context) error {
-	return s.lease.Heartbeat(ctx, leaseNow{s.balancer, s.metrics})
-}
-
-// leaseNow sends the lease's renewal to a healthy server the balancer picks, counted as the
-// heartbeat's bytes.
-type leaseNow struct {
-	balancer *remote.Balancer
-	metrics  *hubMetrics
-}
-
-// RoundTrip implements http.RoundTripper.
-func (n leaseNow) RoundTrip(req *http.Request) (*http.Response, error) {
-	return countPurpose(n.metrics, "heartbeat", req)(n.balancer.Send(remote.Route{Identity: remote.Node, Stream: true}, req))
+	return s.lease.Heartbeat(ctx, s.cloud())
 }
