@@ -73,7 +73,8 @@ const (
 // Only the pool's members are candidates: the nodes of its NodePool's status.nodes that an
 // administrator named in its AnnotationMembers (status.nodes follows a label a node can set on
 // itself; the annotation a node cannot write). The NodePool is listed and watched here (one
-// object), and until it has been read nobody is elected (every hub reads the cloud itself).
+// object; by a hub that cannot lead only once a leader is marked: unable.go), and until it has
+// been read nobody is elected (every hub reads the cloud itself).
 // Without a NodePool, or one naming no members, nobody is elected either, unless the operator
 // accepts self-declared membership (Config.SelfDeclared).
 //
