@@ -211,10 +211,15 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 	}
 	defer relay.Close()
 	hubMode, certsDone := mode, func() error { return nil }
-	if mode == "unsigned" {
+	if mode == "unsigned" || mode == "node-unsigned" {
 		// Lease mode in a cluster that signs no serving certificate (no approver, or no signer):
-		// the hubs cannot serve the pool and none may lead (issue 29 item 4).
+		// the hubs cannot serve the pool and none may lead (issue 29 item 4); node-unsigned is node
+		// level in the same cluster (its hubs wait on the same pending serving CSRs), to compare
+		// like with like.
 		hubMode = "lease"
+		if mode == "node-unsigned" {
+			hubMode = "node"
+		}
 		for _, ed := range edges {
 			if err := os.Remove(ed.ServingCertBundle); err != nil && !os.IsNotExist(err) {
 				return err
@@ -226,7 +231,7 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		return err
 	}
 	defer stopHubs(hubs)
-	if mode != "unsigned" {
+	if mode != "unsigned" && mode != "node-unsigned" {
 		if certsDone, err = servingCerts(ctx, e, edges); err != nil {
 			return err
 		}
@@ -312,9 +317,17 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 		}
 		return m
 	}
+	req0, err := readAPIBytes(e)
+	if err != nil {
+		return err
+	}
 	down0, up0, p0 := relay.FromServer.Load(), relay.ToServer.Load(), byPurpose()
 	time.Sleep(o.cloudIdle)
 	down, up, p1 := relay.FromServer.Load()-down0, relay.ToServer.Load()-up0, byPurpose()
+	req1, err := readAPIBytes(e)
+	if err != nil {
+		return err
+	}
 	day := float64(24*time.Hour) / float64(o.cloudIdle) / float64(n) / (1 << 20)
 	fmt.Printf("cloud_idle_%s_%d_down\t%.1f MiB/day per node\t(cloud → edge; relay TCP payload over %v)\n", mode, n, float64(down)*day, o.cloudIdle)
 	fmt.Printf("cloud_idle_%s_%d_up\t%.1f MiB/day per node\t(edge → cloud)\n", mode, n, float64(up)*day)
@@ -324,6 +337,8 @@ func cloudRun(e *env, o options, mode, ns string, edges []*harness.Edge) error {
 	}
 	fmt.Printf("cloud_idle_%s_%d_by_purpose\tMiB/day per node received/sent (bodies only): %s; kubelet node GETs answered from the watch: %.0f of %.0f\n",
 		mode, n, strings.Join(parts, ", "), p1["node reads"]-p0["node reads"], float64(n)*o.cloudIdle.Seconds()/10)
+	fmt.Printf("cloud_idle_%s_%d_by_request\tper node per day, as the apiserver counts (requests or events / KiB of their bodies): %s\n",
+		mode, n, req1.perDay(req0, float64(24*time.Hour)/float64(o.cloudIdle)/float64(n)))
 
 	// The return.
 	api0, err := readAPICounts(e)

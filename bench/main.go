@@ -59,7 +59,7 @@ func main() {
 	flag.StringVar(&o.kubeletReleases, "kubelet-releases", "v1.34,v1.37", "the Kubernetes releases (control plane, kubelet, kube-proxy) the kubelet section runs, side by side")
 	flag.StringVar(&o.only, "only", "", "run one section: idle (not in the full run: latency and profile print idle figures), latency, secure, offline, health, cache, profile, pool, tokens, hostile, brokencloud, endpoints, kubelet, restart, cloud, coldstart, flannel or kubeproxy")
 	flag.StringVar(&o.cloudSizes, "cloud-sizes", "10,30", "the cloud section's pool sizes (hubs)")
-	flag.StringVar(&o.cloudModes, "cloud-modes", "node,lease,unsigned", "the cloud section's sharing modes (unsigned: lease mode with no serving certificate signed)")
+	flag.StringVar(&o.cloudModes, "cloud-modes", "node,lease,unsigned", "the cloud section's sharing modes (unsigned: lease mode with no serving certificate signed; node-unsigned: node level with none signed)")
 	flag.DurationVar(&o.cloudIdle, "cloud-idle", 5*time.Minute, "how long the cloud section measures idle uplink (a per-day figure: long enough that one-off costs of a hub's first minutes weigh little)")
 	flag.DurationVar(&o.cloudCut, "cloud-cut", 100*time.Second, "how long the cloud section black-holes the link (past the apiserver's ~75 s watch history)")
 	flag.IntVar(&o.cloudServices, "cloud-services", 500, "services (each with a 10-endpoint EndpointSlice) in the cloud section")

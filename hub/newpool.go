@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"net/http"
 	"nodehub/cache"
 	"time"
@@ -41,7 +42,9 @@ func (s *Server) newPool() (*pool.Pool, error) {
 	}
 	onRole := s.pm.setRole
 	var onCandidacy func(string)
+	var publish func(context.Context) error
 	if pc.Mode == pool.ModeLease {
+		publish = s.publishLease
 		// Only a hub that can serve the pool stands: its lease is marked as the pool's while it
 		// can, and the leader's also as the leader's, with its address (pool.LeaseMarks); without
 		// the marks its lease costs the link what a node-level hub's does.
@@ -60,6 +63,7 @@ func (s *Server) newPool() (*pool.Pool, error) {
 		Log:         s.log, OnBytes: s.pm.bytes, OnRole: onRole, Tee: s.poolTee, Online: s.state.Online, OnPeerWatch: s.pm.peerWatch,
 		Returned: s.state.Returned, OnlineSince: s.state.OnlineSince,
 		SelfDeclared: pc.SelfDeclared, OnNotes: s.poolNotes(), OnCandidacy: onCandidacy, OnDegraded: s.pm.setDegraded,
+		Publish: publish,
 	})
 }
 

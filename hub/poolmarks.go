@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"sync"
 
 	"nodehub/hub/nodelease"
@@ -36,4 +37,11 @@ func (m *leaseMarks) set(change func(*leaseMarks)) {
 // no longer serves, elected and never leading, and pay for the marks in every renewal's answer.
 func clearLeaseMarks(lease *nodelease.Lease) {
 	(&leaseMarks{lease: lease}).set(func(*leaseMarks) {})
+}
+
+// publishLease renews the node's lease now, through the hub's cloud client (a healthy server;
+// pool.Config.Publish): a hub that takes the lead puts its leader mark and pool address on the
+// cloud at once, not at the next heartbeat.
+func (s *Server) publishLease(ctx context.Context) error {
+	return s.lease.Heartbeat(ctx, s.cloud())
 }

@@ -24,7 +24,7 @@ const (
 // Back-offs: a follower whose leader failed it reads the cloud (as at node level) for
 // retryLeader, doubling with each further failure of the same leader up to maxRetryLeader; an
 // election that found no leader looks again after LeaderTimeout/2, doubling up to maxNoLeader
-// (this hub turning able to serve the pool looks again at once).
+// (this hub turning able to serve the pool looks again at once; a hub that cannot: unable.go).
 const (
 	retryLeader    = 30 * time.Second
 	maxRetryLeader = 10 * time.Minute

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"nodehub/listwatch"
@@ -72,7 +73,8 @@ const (
 // Only the pool's members are candidates: the nodes of its NodePool's status.nodes that an
 // administrator named in its AnnotationMembers (status.nodes follows a label a node can set on
 // itself; the annotation a node cannot write). The NodePool is listed and watched here (one
-// object), and until it has been read nobody is elected (every hub reads the cloud itself).
+// object; by a hub that cannot lead only once a leader is marked: unable.go), and until it has
+// been read nobody is elected (every hub reads the cloud itself).
 // Without a NodePool, or one naming no members, nobody is elected either, unless the operator
 // accepts self-declared membership (Config.SelfDeclared).
 //
@@ -84,10 +86,16 @@ func (p *Pool) elect(ctx context.Context, stop func() context.Context) {
 	// hour), not every 30 s (~1 MiB a day of refusals per node).
 	np.Refused = time.Minute
 	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
-	done := make(chan struct{})
-	go func() { defer close(done); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
-	defer func() { <-done }()
-	(&elector{p: p, passed: map[string]string{}, nodePool: np}).run(ctx, stop)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var once sync.Once
+	readNodePool := func() {
+		once.Do(func() {
+			wg.Add(1)
+			go func() { defer wg.Done(); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
+		})
+	}
+	(&elector{p: p, passed: map[string]string{}, nodePool: np, readNodePool: readNodePool}).run(ctx, stop)
 }
 
 // run holds rounds until ctx ends: at once, when the last round said, when a leader failed this
@@ -125,13 +133,17 @@ type elector struct {
 	// portMissed counts the failed checks of the pool port in a row while this hub could serve.
 	portMissed int
 
-	nodePool *Store          // the pool's NodePool (one object, or none), listed and watched
-	npRV     uint64          // the resourceVersion members was read from
-	read     bool            // members and declared were read (at npRV)
-	members  map[string]bool // status.nodes named in AnnotationMembers (nil: none named)
-	declared map[string]bool // its status.nodes
-	refused  refusal         // why no leader is elected
-	idle     int             // rounds in a row that found no leader (their back-off doubles)
+	nodePool *Store // the pool's NodePool (one object, or none), listed and watched
+	// readNodePool starts the NodePool's list and watch (once; nil: it runs already): only when
+	// this hub can lead, or a leader is marked (unable.go).
+	readNodePool func()
+	nodePoolRead bool            // readNodePool was called
+	npRV         uint64          // the resourceVersion members was read from
+	read         bool            // members and declared were read (at npRV)
+	members      map[string]bool // status.nodes named in AnnotationMembers (nil: none named)
+	declared     map[string]bool // its status.nodes
+	refused      refusal         // why no leader is elected
+	idle         int             // rounds in a row that found no leader (their back-off doubles)
 	// published is when this hub's lease was first seen standing for the pool (notePublished).
 	published time.Time
 	// settleFor, if set, replaces settle() (tests: 0).
@@ -150,6 +162,9 @@ type elector struct {
 func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	retry := e.p.cfg.LeaderTimeout / 2
 	e.candidacy(ctx)
+	if wait, ok := e.unable(ctx, retry); ok {
+		return wait
+	}
 	members, ok := e.mayLead(now)
 	if !ok {
 		return retry
@@ -171,7 +186,7 @@ func (e *elector) round(ctx context.Context, now time.Time) time.Duration {
 	case best == "":
 		return e.noLeader(retry, wait)
 	}
-	return e.follow(best, addr)
+	return e.follow(ctx, best, addr)
 }
 
 // mayLead returns who may lead the pool (nil: any node's lease, self-declared), or false when
@@ -208,21 +223,25 @@ func (e *elector) noLeader(retry, wait time.Duration) time.Duration {
 	e.p.setLeader("", false)
 	e.p.setNoLeaderWhy("no live member of the pool can serve it")
 	e.idle++
-	base := retry
 	if !e.p.eligible() {
-		base = max(retry, retryLeader) // it cannot lead: no hurry (it looks again once it can)
+		return unableWait(e.idle)
 	}
 	if wait > 0 {
-		return min(wait, doubled(base, e.idle-1, maxNoLeader))
+		return min(wait, doubled(retry, e.idle-1, maxNoLeader))
 	}
-	return doubled(base, e.idle-1, maxNoLeader)
+	return doubled(retry, e.idle-1, maxNoLeader)
 }
 
-// follow takes best (at addr) as the pool's leader, this hub itself or another.
-func (e *elector) follow(best, addr string) time.Duration {
+// follow takes best (at addr) as the pool's leader, this hub itself or another. A hub that takes
+// the lead publishes it at once (publish).
+func (e *elector) follow(ctx context.Context, best, addr string) time.Duration {
 	e.idle = 0
 	e.p.setNoLeaderWhy("")
+	took := best == e.p.cfg.NodeName && !e.p.Leading()
 	e.p.setLeader(best+"@"+addr, best == e.p.cfg.NodeName)
+	if took {
+		e.p.publish(ctx)
+	}
 	if best == e.p.cfg.NodeName && e.p.leadingFor() < leaseDuration(nil) {
 		return leaseDuration(nil) / 4 // two hubs that took the lead at once see each other's marks soon
 	}
@@ -479,6 +498,21 @@ func (e *elector) release(ctx context.Context) {
 		return
 	}
 	resp.Body.Close()
+}
+
+// publish renews this hub's lease now (Config.Publish), with the leader's mark and its pool
+// address OnRole has just set: the pool's other hubs, which know the next leader but not where it
+// serves until its lease says so (awaitAddress), read the cloud meanwhile — without it for up to a
+// heartbeat more. A failure is only logged: the next heartbeat publishes it.
+func (p *Pool) publish(ctx context.Context) {
+	if p.cfg.Publish == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*p.cfg.LeaderTimeout)
+	defer cancel()
+	if err := p.cfg.Publish(ctx); err != nil {
+		p.log.Info("pool: the lead not published at once; the next heartbeat publishes it", "err", err)
+	}
 }
 
 // fetchElection sends a GET to the cloud asking for protobuf: the election's leases this way are

@@ -310,7 +310,9 @@ func TestElectionAsksForAMissingNodePoolRarely(t *testing.T) {
 				_, _ = rec.WriteString(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
 				return rec.Result(), nil
 			}
-			_, _ = rec.WriteString(`{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+			// A leader is marked: this hub, which cannot lead, reads the NodePool (unable.go).
+			_, _ = rec.WriteString(`{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","metadata":{"resourceVersion":"1"},"items":[` +
+				`{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"edge-0","namespace":"kube-node-lease","labels":{"nodehub.io/pool":"p","nodehub.io/pool-leader":"p"}}}]}`)
 			return rec.Result(), nil
 		}})
 	if err != nil {

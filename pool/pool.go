@@ -83,6 +83,11 @@ type Config struct {
 	OnCandidacy func(reason string)
 	// OnDegraded, if set, is told Degraded's reason whenever it changes ("" not degraded).
 	OnDegraded func(reason string)
+	// Publish, if set (lease mode), renews this hub's lease in the cloud now, with the marks
+	// OnRole has just set: called when this hub takes the lead, so its leader mark and pool address
+	// are on the cloud at once, not at the next heartbeat (its followers read the cloud until
+	// they see them).
+	Publish func(ctx context.Context) error
 }
 
 // DefaultLeaderTimeout is Config.LeaderTimeout's default (hub.DefaultPoolLeaderTimeout, and so
