@@ -8,10 +8,8 @@
 package autonomy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -269,30 +267,18 @@ func (a *Condition) Response(resp *http.Response) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > MaxNodeBody {
 		return
 	}
-	var body []byte
-	if w, ok := resp.Body.(*wire.Whole); ok && w.Len() == len(w.Bytes()) {
-		body = w.Bytes()
-	} else {
-		var err error
-		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxNodeBody+1))
-		if err != nil || len(body) > MaxNodeBody {
-			resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
-			return
-		}
-		resp.Body.Close()
+	w, ok := wire.ReadWhole(resp, MaxNodeBody)
+	if !ok {
+		return
 	}
+	body := w.Bytes()
 	out := a.Node(body)
-	if _, ok := resp.Body.(*wire.Whole); ok && len(out) == len(body) && (len(out) == 0 || &out[0] == &body[0]) {
-		return // the body held whole, unchanged: as it is
+	if len(out) == len(body) && (len(out) == 0 || &out[0] == &body[0]) {
+		return // unchanged: the body held whole as it is
 	}
 	resp.Body = wire.NewWhole(out)
 	resp.ContentLength = int64(len(out))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
 }
 
 // Patch is the strategic merge patch of a node's status that sets condition c (conditions merge

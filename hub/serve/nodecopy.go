@@ -72,7 +72,7 @@ func (c *nodeCopy) fromGet(resp *http.Response) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" || resp.ContentLength > autonomy.MaxNodeBody {
 		return
 	}
-	if w, ok := readWhole(resp, autonomy.MaxNodeBody); ok {
+	if w, ok := wire.ReadWhole(resp, autonomy.MaxNodeBody); ok {
 		c.keep(w.Bytes())
 	}
 }

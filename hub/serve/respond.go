@@ -110,7 +110,7 @@ func (p *Pipeline) setAutonomy(q *proxyRequest, resp *http.Response) {
 const keepWhole = 64 << 10
 
 // keep tees the answer into its owner's cache (Keep; nothing without a cache). A get's answer of a
-// small announced length is read whole first (readWhole): the cache then tells from its
+// small announced length is read whole first (wire.ReadWhole): the cache then tells from its
 // resourceVersion that it holds it already and skips the tee, or keeps its bytes without a copy.
 func (p *Pipeline) keep(q *proxyRequest, resp *http.Response) {
 	if q.local == nil {
@@ -118,7 +118,7 @@ func (p *Pipeline) keep(q *proxyRequest, resp *http.Response) {
 	}
 	if q.ri.Verb == wire.VerbGet && q.ri.IsResource && resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Encoding") == "" &&
 		resp.ContentLength > 0 && resp.ContentLength <= keepWhole {
-		readWhole(resp, keepWhole)
+		wire.ReadWhole(resp, keepWhole)
 	}
 	Keep(p.Cache, q.ri, p.learn(q, resp), resp)
 }

@@ -1,20 +1,18 @@
-package serve
+package wire
 
 import (
 	"bytes"
 	"io"
 	"net/http"
-
-	"nodehub/wire"
 )
 
-// readWhole reads a cloud answer's body whole (up to limit bytes) and leaves it in resp as a
-// wire.Whole, so that the answer's later steps (the Autonomy condition, the cache's tee) read its
+// ReadWhole reads a cloud answer's body whole (up to limit bytes) and leaves it in resp as
+// a Whole, so that the answer's later steps (the Autonomy condition, the cache's tee) read its
 // bytes without reading or copying it again. An announced length is read into a slice of its
 // size. A body over limit, or cut short, is put back as it came (what was read, then the rest):
 // false.
-func readWhole(resp *http.Response, limit int64) (*wire.Whole, bool) {
-	if w, ok := resp.Body.(*wire.Whole); ok {
+func ReadWhole(resp *http.Response, limit int64) (*Whole, bool) {
+	if w, ok := resp.Body.(*Whole); ok {
 		return w, w.Len() == len(w.Bytes())
 	}
 	var body []byte
@@ -28,11 +26,14 @@ func readWhole(resp *http.Response, limit int64) (*wire.Whole, bool) {
 		body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	}
 	if err != nil || int64(len(body)) > limit {
-		resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
 		return nil, false
 	}
 	resp.Body.Close() // read to its end: its connection is free again
-	w := wire.NewWhole(body)
+	w := NewWhole(body)
 	resp.Body = w
 	return w, true
 }
