@@ -88,12 +88,9 @@ func (p *Pool) elect(ctx context.Context, stop func() context.Context) {
 	cloud := func() (Upstream, <-chan struct{}) { return Upstream{Name: "cloud", Fetch: p.fetchElection}, nil }
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	var once sync.Once
-	readNodePool := func() {
-		once.Do(func() {
-			wg.Add(1)
-			go func() { defer wg.Done(); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
-		})
+	readNodePool := func() { // called once (startNodePool)
+		wg.Add(1)
+		go func() { defer wg.Done(); np.run(ctx, cloud, p.cfg.Returned, p.log) }()
 	}
 	(&elector{p: p, passed: map[string]string{}, nodePool: np, readNodePool: readNodePool}).run(ctx, stop)
 }
@@ -134,10 +131,9 @@ type elector struct {
 	portMissed int
 
 	nodePool *Store // the pool's NodePool (one object, or none), listed and watched
-	// readNodePool starts the NodePool's list and watch (once; nil: it runs already): only when
-	// this hub can lead, or a leader is marked (unable.go).
+	// readNodePool starts the NodePool's list and watch (nil once called, or when it runs
+	// already): only when this hub can lead, or a leader is marked (unable.go).
 	readNodePool func()
-	nodePoolRead bool            // readNodePool was called
 	npRV         uint64          // the resourceVersion members was read from
 	read         bool            // members and declared were read (at npRV)
 	members      map[string]bool // status.nodes named in AnnotationMembers (nil: none named)

@@ -17,7 +17,7 @@ import (
 // leader's mark; when a leader is marked it starts the NodePool's read and looks again after
 // retry (ok false: the round goes on as any hub's).
 func (e *elector) unable(ctx context.Context, retry time.Duration) (wait time.Duration, ok bool) {
-	if e.readNodePool == nil || e.nodePoolRead {
+	if e.readNodePool == nil {
 		return 0, false
 	}
 	if e.p.eligible() {
@@ -35,9 +35,11 @@ func (e *elector) unable(ctx context.Context, retry time.Duration) (wait time.Du
 	return retry, true
 }
 
+// startNodePool starts the NodePool's read, once.
 func (e *elector) startNodePool() {
-	e.nodePoolRead = true
-	e.readNodePool()
+	start := e.readNodePool
+	e.readNodePool = nil
+	start()
 }
 
 // unableWait is when a hub that cannot lead looks for a leader again after its idle-th round in a
