@@ -67,6 +67,12 @@ func floorProxy(args []string) error {
 		return err
 	}
 	fmt.Println("listening")
+	if os.Getenv("NODEHUB_BENCH_FLOOR_RAW") != "" {
+		cfg := tr.TLSClientConfig.Clone()
+		cfg.ServerName = target.URL.Hostname()
+		cfg.NextProtos = []string{"http/1.1"}
+		return rawFloor(ln, target.URL, cfg)
+	}
 	return http.Serve(ln, rp)
 }
 
