@@ -93,8 +93,14 @@ func (w *laneWriter) writeBody(p []byte) (int, error) {
 	}
 	n, err := w.bw.Write(p)
 	w.written += int64(n)
-	if w.chunked && err == nil {
+	switch {
+	case err != nil:
+	case w.chunked:
 		_, err = w.bw.WriteString("\r\n")
+	case w.written == w.declared:
+		// The whole answer: the client has it now, not after the handler's own ending
+		// (metrics, the cache's part, the proxy's clean-up).
+		err = w.bw.Flush()
 	}
 	w.note(err)
 	return n, err
