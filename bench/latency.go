@@ -50,6 +50,20 @@ func benchLatency(e *env, o options) error {
 		return err
 	}
 	defer fl.Stop()
+	if args := os.Getenv("BENCH_FLOOR_HUB"); args != "" {
+		// A/B on one run: the floor's column is a second hub, with these flags (HUB_ENV too).
+		bin := e.bin
+		if b := os.Getenv("BENCH_FLOOR_HUB_BIN"); b != "" {
+			bin = b // another build of nodehub
+		}
+		h2, err := e.startHubBin(bin, strings.Fields(args)...)
+		if err != nil {
+			return err
+		}
+		defer h2.Stop()
+		fl.URL = h2.ProxyURL
+		fmt.Printf("(the floor column is a second hub with %s, %s)\n", args, bin)
+	}
 	fmt.Printf("\n## latency, %d interleaved rounds, protobuf, %d pods on the node\n", o.rounds, o.pods)
 	fmt.Println("request\tpath\tmedian\tp99")
 	for _, q := range []struct{ name, path, profile string }{{"GET node", node, o.cpuprofile}, {"LIST pods", list, listProfile(o.cpuprofile)}} {

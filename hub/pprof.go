@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -18,10 +19,25 @@ func servePprof(w http.ResponseWriter, r *http.Request) {
 	switch name {
 	case "":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "profile?seconds=N")
+		fmt.Fprintln(w, "profile?seconds=N\ntrace?seconds=N")
 		for _, p := range pprof.Profiles() {
 			fmt.Fprintf(w, "%s (%d)\n", p.Name(), p.Count())
 		}
+	case "trace": // the runtime's execution trace (go tool trace): every goroutine's wake-ups
+		sec, err := strconv.Atoi(r.URL.Query().Get("seconds"))
+		if err != nil || sec <= 0 || sec > 60 {
+			sec = 1
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if err := trace.Start(w); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		select {
+		case <-time.After(time.Duration(sec) * time.Second):
+		case <-r.Context().Done():
+		}
+		trace.Stop()
 	case "profile":
 		sec, err := strconv.Atoi(r.URL.Query().Get("seconds"))
 		if err != nil || sec <= 0 {

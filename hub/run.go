@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"nodehub/hub/endpointfix"
+	"nodehub/hub/lane"
 	"nodehub/pool"
 )
 
@@ -134,9 +135,9 @@ func (s *Server) servePorts(g *group, ports []port, lns []net.Listener) {
 			s.mu.Unlock()
 		}
 		if p.name == "proxy" {
-			// The node's clients' short GETs on the lane (fastlane.go), the rest on hs.
-			lane := newFastLane(g.ctx, hs, s.log, ln.Addr())
-			g.Go(p.name+" port", func(ctx context.Context) error { return s.serveLane(ctx, g, lane, ln) })
+			// The node's clients' short GETs on the lane (hub/lane), the rest on hs.
+			l := lane.New(g.ctx, hs, s.log, ln.Addr())
+			g.Go(p.name+" port", func(ctx context.Context) error { return s.serveLane(ctx, g, l, ln) })
 			continue
 		}
 		g.Go(p.name+" port", func(ctx context.Context) error { return s.serve(ctx, g, hs, ln) })
@@ -211,17 +212,17 @@ func (s *Server) serve(ctx context.Context, g *group, hs *http.Server, ln net.Li
 
 // serveLane serves a proxy port through its fast lane until ctx ends, then shuts it down as serve
 // does.
-func (s *Server) serveLane(ctx context.Context, g *group, lane *fastLane, ln net.Listener) error {
+func (s *Server) serveLane(ctx context.Context, g *group, l *lane.Lane, ln net.Listener) error {
 	errc := make(chan error, 1)
-	go func() { errc <- lane.serve(ln) }()
+	go func() { errc <- l.Serve(ln) }()
 	select {
 	case err := <-errc:
-		lane.shutdown(g.stopContext()) // the connections it still serves
+		l.Shutdown(g.stopContext()) // the connections it still serves
 		return err
 	case <-ctx.Done():
 	}
 	ln.Close()
-	lane.shutdown(g.stopContext())
+	l.Shutdown(g.stopContext())
 	<-errc
 	return nil
 }

@@ -1,4 +1,6 @@
-package hub
+// Package lane serves a plain proxy port's short GETs on the connection's own goroutine (Lane),
+// and hands every other request, with its connection, to net/http's server.
+package lane
 
 import (
 	"bufio"
@@ -14,7 +16,7 @@ import (
 	"time"
 )
 
-// A fastLane serves a plain proxy port's short GETs — what the node's clients send most, a GET
+// A Lane serves a plain proxy port's short GETs — what the node's clients send most, a GET
 // of one object or a list, without a body — on the connection's own goroutine: the request is
 // read, handled and answered there, with nothing started beside it. net/http's server starts a
 // goroutine per request to watch the connection and stops it after the answer (two more thread
@@ -24,7 +26,7 @@ import (
 // the client's going away must cause) — and every request after it on the same connection goes
 // to hs, net/http's server with the port's handler and limits: the connection is handed over with
 // the request's bytes put back in front of it.
-type fastLane struct {
+type Lane struct {
 	h    http.Handler
 	hs   *http.Server
 	log  *slog.Logger
@@ -38,12 +40,16 @@ type fastLane struct {
 	wg      sync.WaitGroup
 }
 
-func newFastLane(base context.Context, hs *http.Server, log *slog.Logger, addr net.Addr) *fastLane {
-	return &fastLane{h: hs.Handler, hs: hs, log: log, base: base, handoff: newConnQueue(addr), conns: map[*laneConn]bool{}}
+// New is a lane in front of hs, which has the port's handler and bounds (MaxHeaderBytes,
+// ReadHeaderTimeout, IdleTimeout: the lane keeps them too) and serves what the lane hands over.
+// base is every request's context's parent (the hub's lifetime).
+func New(base context.Context, hs *http.Server, log *slog.Logger, addr net.Addr) *Lane {
+	return &Lane{h: hs.Handler, hs: hs, log: log, base: base, handoff: newConnQueue(addr), conns: map[*laneConn]bool{}}
 }
 
-// serve accepts ln's connections until it is closed; hs serves those handed over meanwhile.
-func (f *fastLane) serve(ln net.Listener) error {
+// Serve accepts ln's connections until it is closed, and serves them (hs those handed over)
+// until Shutdown; it returns once ln is closed and hs has stopped serving.
+func (f *Lane) Serve(ln net.Listener) error {
 	hsDone := make(chan error, 1)
 	go func() { hsDone <- f.hs.Serve(f.handoff) }()
 	var err error
@@ -66,7 +72,7 @@ func (f *fastLane) serve(ln net.Listener) error {
 }
 
 // track adds a connection (not while closing).
-func (f *fastLane) track(c *laneConn) bool {
+func (f *Lane) track(c *laneConn) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closing {
@@ -77,23 +83,23 @@ func (f *fastLane) track(c *laneConn) bool {
 }
 
 // setIdle marks c waiting for a request (true) or serving one; false when the lane is closing.
-func (f *fastLane) setIdle(c *laneConn, idle bool) bool {
+func (f *Lane) setIdle(c *laneConn, idle bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.conns[c] = idle
 	return !f.closing
 }
 
-func (f *fastLane) untrack(c *laneConn) {
+func (f *Lane) untrack(c *laneConn) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.conns, c)
 }
 
-// shutdown ends the lane as http.Server.Shutdown does: hs first (its listener, the handed-over
+// Shutdown ends the lane as http.Server.Shutdown does: hs first (its listener, the handed-over
 // connections), then the idle connections at once and the busy ones after their answer; past
 // ctx's deadline every connection is closed. The caller has closed the port's listener.
-func (f *fastLane) shutdown(ctx context.Context) {
+func (f *Lane) Shutdown(ctx context.Context) {
 	err := f.hs.Shutdown(ctx)
 	f.mu.Lock()
 	f.closing = true
@@ -119,11 +125,8 @@ func (f *fastLane) shutdown(ctx context.Context) {
 	<-done
 }
 
-// laneIdleTimeout and the header bounds are the port's http.Server's (newHTTPServer).
-const laneIdleTimeout = 90 * time.Second
-
 // serveConn serves c's requests until it closes, fails, or is handed over.
-func (f *fastLane) serveConn(c *laneConn) {
+func (f *Lane) serveConn(c *laneConn) {
 	defer f.wg.Done()
 	ctx := context.WithValue(f.base, http.LocalAddrContextKey, c.LocalAddr())
 	remote := c.RemoteAddr().String()
@@ -154,18 +157,18 @@ func (f *fastLane) serveConn(c *laneConn) {
 // timeout and size bound), recording the bytes read so it can be handed over whole. A head the
 // lane cannot read, it hands over (net/http answers 400 or 431 as it always did): nil, true then;
 // false when the connection closed, timed out, or the lane is closing.
-func (f *fastLane) nextRequest(c *laneConn, br *bufio.Reader) (*http.Request, bool) {
+func (f *Lane) nextRequest(c *laneConn, br *bufio.Reader) (*http.Request, bool) {
 	if !f.setIdle(c, true) {
 		return nil, false
 	}
-	_ = c.SetReadDeadline(time.Now().Add(laneIdleTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(f.hs.IdleTimeout))
 	_, err := br.Peek(1)
 	if !f.setIdle(c, false) || err != nil {
 		return nil, false
 	}
-	_ = c.SetReadDeadline(time.Now().Add(ReadHeaderTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(f.hs.ReadHeaderTimeout))
 	buffered, _ := br.Peek(br.Buffered())
-	c.record(buffered, MaxHeaderBytes+4096) // net/http's bound and its slack
+	c.record(buffered, f.hs.MaxHeaderBytes+4096) // net/http's bound and its slack
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return nil, c.over || !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err)
@@ -192,10 +195,10 @@ func laneServes(r *http.Request) bool {
 
 // serveRequest runs the handler on req and finishes its answer; false when the connection must
 // close after it.
-func (f *fastLane) serveRequest(ctx context.Context, c *laneConn, bw *bufio.Writer, req *http.Request) (keep bool) {
+func (f *Lane) serveRequest(ctx context.Context, c *laneConn, bw *bufio.Writer, req *http.Request) (keep bool) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := newLaneWriter(c, bw, req)
+	w := newWriter(c, bw)
 	defer func() {
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler {

@@ -1,4 +1,4 @@
-package hub
+package lane
 
 import (
 	"bufio"
@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// laneWriter is the fast lane's http.ResponseWriter (fastlane.go): the head goes out with the
+// writer is the lane's http.ResponseWriter (lane.go): the head goes out with the
 // first body bytes past laneHold, at the first flush, or at the end — with a Content-Length when
 // the handler set one or the whole body was held, chunked otherwise. Like net/http's, it reaches
 // http.ResponseController's Flush and deadlines; it cannot be hijacked (the lane serves no
 // upgrade).
-type laneWriter struct {
+type writer struct {
 	c      net.Conn
 	bw     *bufio.Writer
 	header http.Header
@@ -31,18 +31,18 @@ type laneWriter struct {
 // laneHold is the body a writer holds to answer with a Content-Length rather than in chunks.
 const laneHold = 4 << 10
 
-func newLaneWriter(c net.Conn, bw *bufio.Writer, _ *http.Request) *laneWriter {
-	return &laneWriter{c: c, bw: bw, header: make(http.Header, 8), declared: -1}
+func newWriter(c net.Conn, bw *bufio.Writer) *writer {
+	return &writer{c: c, bw: bw, header: make(http.Header, 8), declared: -1}
 }
 
-func (w *laneWriter) Header() http.Header { return w.header }
+func (w *writer) Header() http.Header { return w.header }
 
-func (w *laneWriter) WriteHeader(code int) {
+func (w *writer) WriteHeader(code int) {
 	if w.status != 0 {
 		return
 	}
 	if code < 100 || code > 999 {
-		panic("hub: invalid WriteHeader code " + strconv.Itoa(code)) // as net/http
+		panic("lane: invalid WriteHeader code " + strconv.Itoa(code)) // as net/http
 	}
 	if code < 200 { // informational: at once, and the real answer follows
 		w.writeStatusLine(code)
@@ -59,7 +59,7 @@ func (w *laneWriter) WriteHeader(code int) {
 	}
 }
 
-func (w *laneWriter) Write(p []byte) (int, error) {
+func (w *writer) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -81,7 +81,7 @@ func (w *laneWriter) Write(p []byte) (int, error) {
 }
 
 // writeBody writes body bytes after the head, as a chunk when chunked.
-func (w *laneWriter) writeBody(p []byte) (int, error) {
+func (w *writer) writeBody(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, w.err
 	}
@@ -107,7 +107,7 @@ func (w *laneWriter) writeBody(p []byte) (int, error) {
 }
 
 // sendHead writes the status line and headers, then the body held.
-func (w *laneWriter) sendHead() {
+func (w *writer) sendHead() {
 	w.sent = true
 	w.writeStatusLine(w.status)
 	h := w.header
@@ -137,7 +137,7 @@ func (w *laneWriter) sendHead() {
 	}
 }
 
-func (w *laneWriter) writeStatusLine(code int) {
+func (w *writer) writeStatusLine(code int) {
 	text := http.StatusText(code)
 	if text == "" {
 		text = "status code " + strconv.Itoa(code)
@@ -146,7 +146,7 @@ func (w *laneWriter) writeStatusLine(code int) {
 }
 
 // FlushError sends the head (chunked when no Content-Length is known) and what is written.
-func (w *laneWriter) FlushError() error {
+func (w *writer) FlushError() error {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -159,16 +159,16 @@ func (w *laneWriter) FlushError() error {
 }
 
 // Flush implements http.Flusher.
-func (w *laneWriter) Flush() { _ = w.FlushError() }
+func (w *writer) Flush() { _ = w.FlushError() }
 
 // SetReadDeadline and SetWriteDeadline are the connection's (http.ResponseController).
-func (w *laneWriter) SetReadDeadline(t time.Time) error  { return w.c.SetReadDeadline(t) }
-func (w *laneWriter) SetWriteDeadline(t time.Time) error { return w.c.SetWriteDeadline(t) }
+func (w *writer) SetReadDeadline(t time.Time) error  { return w.c.SetReadDeadline(t) }
+func (w *writer) SetWriteDeadline(t time.Time) error { return w.c.SetWriteDeadline(t) }
 
 // finish ends the answer after the handler returned; false when the connection cannot carry
 // another request (a write failed, the body fell short of its Content-Length, or the answer
 // said "Connection: close").
-func (w *laneWriter) finish() bool {
+func (w *writer) finish() bool {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -184,7 +184,7 @@ func (w *laneWriter) finish() bool {
 	return w.err == nil && !short && !headerHasToken(w.header.Get("Connection"), "close")
 }
 
-func (w *laneWriter) note(err error) {
+func (w *writer) note(err error) {
 	if err != nil && w.err == nil {
 		w.err = err
 	}

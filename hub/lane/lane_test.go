@@ -1,4 +1,4 @@
-package hub
+package lane
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 type laneUnderTest struct {
 	addr     string
 	accepted atomic.Int32
-	lane     *fastLane
+	lane     *Lane
 	ln       net.Listener
 	done     chan error
 }
@@ -44,9 +44,9 @@ func startLane(t *testing.T, h http.HandlerFunc) *laneUnderTest {
 	}
 	u := &laneUnderTest{addr: ln.Addr().String(), done: make(chan error, 1)}
 	u.ln = countingListener{ln, &u.accepted}
-	hs := &http.Server{Handler: h, MaxHeaderBytes: MaxHeaderBytes, ReadHeaderTimeout: ReadHeaderTimeout}
-	u.lane = newFastLane(context.Background(), hs, slog.New(slog.DiscardHandler), ln.Addr())
-	go func() { u.done <- u.lane.serve(u.ln) }()
+	hs := &http.Server{Handler: h, MaxHeaderBytes: 32 << 10, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second}
+	u.lane = New(context.Background(), hs, slog.New(slog.DiscardHandler), ln.Addr())
+	go func() { u.done <- u.lane.Serve(u.ln) }()
 	t.Cleanup(func() { u.stop(t) })
 	return u
 }
@@ -57,13 +57,13 @@ func (u *laneUnderTest) stop(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	u.lane.shutdown(ctx)
+	u.lane.Shutdown(ctx)
 	<-u.done
 }
 
 // onLane reports whether w is the lane's writer (else net/http's: the request was handed over).
 func onLane(w http.ResponseWriter) string {
-	if _, ok := w.(*laneWriter); ok {
+	if _, ok := w.(*writer); ok {
 		return "lane"
 	}
 	return "net/http"
