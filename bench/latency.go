@@ -45,11 +45,16 @@ func benchLatency(e *env, o options) error {
 	viaHub := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	node := "/api/v1/nodes/" + harness.NodeName
 	list := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName
-	fl, err := startFloor(e.c)
+	fl, err := startFloor(e.c, "net/http")
 	if err != nil {
 		return err
 	}
 	defer fl.Stop()
+	raw, err := startFloor(e.c, "raw")
+	if err != nil {
+		return err
+	}
+	defer raw.Stop()
 	if args := os.Getenv("BENCH_FLOOR_HUB"); args != "" {
 		// A/B on one run: the floor's column is a second hub, with these flags (HUB_ENV too).
 		bin := e.bin
@@ -67,7 +72,7 @@ func benchLatency(e *env, o options) error {
 	fmt.Printf("\n## latency, %d interleaved rounds, protobuf, %d pods on the node\n", o.rounds, o.pods)
 	fmt.Println("request\tpath\tmedian\tp99")
 	for _, q := range []struct{ name, path, profile string }{{"GET node", node, o.cpuprofile}, {"LIST pods", list, listProfile(o.cpuprofile)}} {
-		if err := latencyRounds(h, fl, e.c.APIServers[0].URL, viaHub, direct, q.name, q.path, q.profile, o); err != nil {
+		if err := latencyRounds(h, fl, raw, e.c.APIServers[0].URL, viaHub, direct, q.name, q.path, q.profile, o); err != nil {
 			return err
 		}
 	}
@@ -154,7 +159,7 @@ func pct(ds []time.Duration, p int) time.Duration {
 // of each to warm up), and prints the medians, the p99s, their ratio, the hub's CPU and context
 // switches per request and the answer's size; with file, a CPU profile of the hub over the first
 // o.cpuprofileSeconds of the rounds.
-func latencyRounds(h *harness.Hub, fl *floor, server string, viaHub, direct *http.Client, name, path, file string, o options) error {
+func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct *http.Client, name, path, file string, o options) error {
 	if file != "" {
 		done := profile(h.HubURL, file, o.cpuprofileSeconds)
 		defer func() { fmt.Fprintln(os.Stderr, "hub cpu profile:", file, <-done) }()
@@ -164,7 +169,7 @@ func latencyRounds(h *harness.Hub, fl *floor, server string, viaHub, direct *htt
 	if perf := startPerf(h, "perf-latency-"+strings.ReplaceAll(name, " ", "-"), time.Duration(o.cpuprofileSeconds)*time.Second); perf != nil {
 		defer perf.Wait()
 	}
-	var hubT, dirT, floorT []time.Duration
+	var hubT, dirT, floorT, rawT []time.Duration
 	cpu0, err := cpuTime(h.Pid())
 	if err != nil {
 		return err
@@ -183,8 +188,12 @@ func latencyRounds(h *harness.Hub, fl *floor, server string, viaHub, direct *htt
 		if err != nil {
 			return err
 		}
+		dr, err := timeGet(viaHub, raw.URL+path)
+		if err != nil {
+			return err
+		}
 		if i >= 20 { // warm-up
-			hubT, dirT, floorT = append(hubT, dh), append(dirT, dd), append(floorT, df)
+			hubT, dirT, floorT, rawT = append(hubT, dh), append(dirT, dd), append(floorT, df), append(rawT, dr)
 		}
 	}
 	cpu1, err := cpuTime(h.Pid())
@@ -202,6 +211,9 @@ func latencyRounds(h *harness.Hub, fl *floor, server string, viaHub, direct *htt
 	fmt.Printf("%s\tratio_p99_hub_over_direct\t%.2f\n", name, float64(pct(hubT, 99))/float64(pct(dirT, 99)))
 	fmt.Printf("%s\tratio_median_floor_over_direct\t%.2f\n", name, float64(pct(floorT, 50))/float64(md))
 	fmt.Printf("%s\tratio_median_hub_over_floor\t%.2f\n", name, float64(mh)/float64(pct(floorT, 50)))
+	fmt.Printf("%s\traw_floor\t%v\t%v\t(one goroutine per connection reads, forwards and answers, nothing else: floorraw.go)\n", name, pct(rawT, 50), pct(rawT, 99))
+	fmt.Printf("%s\tratio_median_raw_floor_over_direct\t%.2f\n", name, float64(pct(rawT, 50))/float64(md))
+	fmt.Printf("%s\tratio_median_hub_over_raw_floor\t%.2f\n", name, float64(mh)/float64(pct(rawT, 50)))
 	fmt.Printf("%s\thub_cpu_per_request\t%v\t(context switches %.1f, answer %d bytes)\n", name, ((cpu1 - cpu0) / n).Round(time.Microsecond), cs, len(body))
 	return nil
 }
