@@ -177,11 +177,14 @@ func (f *Lane) nextRequest(c *laneConn, br *bufio.Reader) (*http.Request, bool) 
 	return req, true
 }
 
-// laneServes reports whether the lane answers req itself: a GET with no body, no upgrade and no
-// expectation, that is neither a watch nor a followed log.
+// laneServes reports whether the lane answers req itself: an HTTP/1.1 GET with a plain Host, no
+// body, no upgrade and no expectation, that is neither a watch nor a followed log.
 func laneServes(r *http.Request) bool {
 	if r.Method != http.MethodGet || r.ContentLength != 0 || len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
 		return false
+	}
+	if r.Host == "" || strings.ContainsAny(r.Host, " \t/\\@") || len(r.Header["Host"]) > 0 {
+		return false // net/http answers a missing or odd Host 400
 	}
 	if r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
 		return false

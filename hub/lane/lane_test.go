@@ -254,3 +254,16 @@ func TestLaneShutdownFinishesTheAnswerInFlight(t *testing.T) {
 	}
 	<-stopped
 }
+
+// A request without a Host, or with two, is net/http's to refuse (400), as it always was.
+func TestLaneHandsOverWhatNetHTTPRefuses(t *testing.T) {
+	u := startLane(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, onLane(w)) })
+	for _, raw := range []string{
+		"GET / HTTP/1.1\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+	} {
+		if got := rawExchange(t, u.addr, raw); !strings.HasPrefix(got, "HTTP/1.1 400") {
+			t.Errorf("%q: %q, want 400", raw, got)
+		}
+	}
+}
