@@ -170,6 +170,8 @@ func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct
 		defer perf.Wait()
 	}
 	var hubT, dirT, floorT, rawT []time.Duration
+	fcpu0, _ := cpuTime(fl.Pid())
+	rcpu0, _ := cpuTime(raw.Pid())
 	cpu0, err := cpuTime(h.Pid())
 	if err != nil {
 		return err
@@ -196,6 +198,8 @@ func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct
 			hubT, dirT, floorT, rawT = append(hubT, dh), append(dirT, dd), append(floorT, df), append(rawT, dr)
 		}
 	}
+	fcpu1, _ := cpuTime(fl.Pid())
+	rcpu1, _ := cpuTime(raw.Pid())
 	cpu1, err := cpuTime(h.Pid())
 	if err != nil {
 		return err
@@ -214,7 +218,8 @@ func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct
 	fmt.Printf("%s\traw_floor\t%v\t%v\t(one goroutine per connection reads, forwards and answers, nothing else: floorraw.go)\n", name, pct(rawT, 50), pct(rawT, 99))
 	fmt.Printf("%s\tratio_median_raw_floor_over_direct\t%.2f\n", name, float64(pct(rawT, 50))/float64(md))
 	fmt.Printf("%s\tratio_median_hub_over_raw_floor\t%.2f\n", name, float64(mh)/float64(pct(rawT, 50)))
-	fmt.Printf("%s\thub_cpu_per_request\t%v\t(context switches %.1f, answer %d bytes)\n", name, ((cpu1 - cpu0) / n).Round(time.Microsecond), cs, len(body))
+	fmt.Printf("%s\thub_cpu_per_request\t%v\t(context switches %.1f, answer %d bytes; the floor's %v, the raw floor's %v)\n", name, ((cpu1 - cpu0) / n).Round(time.Microsecond), cs, len(body),
+		((fcpu1 - fcpu0) / n).Round(time.Microsecond), ((rcpu1 - rcpu0) / n).Round(time.Microsecond))
 	return nil
 }
 
