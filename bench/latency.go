@@ -71,8 +71,15 @@ func benchLatency(e *env, o options) error {
 	}
 	fmt.Printf("\n## latency, %d interleaved rounds, protobuf, %d pods on the node\n", o.rounds, o.pods)
 	fmt.Println("request\tpath\tmedian\tp99")
-	for _, q := range []struct{ name, path, profile string }{{"GET node", node, o.cpuprofile}, {"LIST pods", list, listProfile(o.cpuprofile)}} {
-		if err := latencyRounds(h, fl, raw, e.c.APIServers[0].URL, viaHub, direct, q.name, q.path, q.profile, o); err != nil {
+	// The rows: GET of the node by a plain client (no filter, no Autonomy condition: the
+	// hop alone), and kubelet's LIST of its pods; and kubelet's GET of its node (the Autonomy
+	// condition and the node's copy on the way).
+	for _, q := range []struct{ name, path, ua, profile string }{
+		{"GET node", node, plainUA, o.cpuprofile},
+		{"GET node as kubelet", node, kubeletUA, ""},
+		{"LIST pods", list, kubeletUA, listProfile(o.cpuprofile)},
+	} {
+		if err := latencyRounds(h, fl, raw, e.c.APIServers[0].URL, viaHub, direct, q.name, q.path, q.ua, q.profile, o); err != nil {
 			return err
 		}
 	}
@@ -127,6 +134,11 @@ func timeGetAs(cl *http.Client, url, accept string) (time.Duration, error) {
 
 const kubeletUA = "kubelet/v1.34.4 (linux/amd64) kubernetes/bench"
 
+// plainUA is a client the hub has no filter or condition for: what it costs is the hop alone.
+const plainUA = "bench-client/1.0 (linux/amd64)"
+
+const protobuf = "application/vnd.kubernetes.protobuf"
+
 func timeGetAsUA(cl *http.Client, url, accept, ua string) (time.Duration, error) {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Accept", accept)
@@ -159,7 +171,7 @@ func pct(ds []time.Duration, p int) time.Duration {
 // of each to warm up), and prints the medians, the p99s, their ratio, the hub's CPU and context
 // switches per request and the answer's size; with file, a CPU profile of the hub over the first
 // o.cpuprofileSeconds of the rounds.
-func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct *http.Client, name, path, file string, o options) error {
+func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct *http.Client, name, path, ua, file string, o options) error {
 	if file != "" {
 		done := profile(h.HubURL, file, o.cpuprofileSeconds)
 		defer func() { fmt.Fprintln(os.Stderr, "hub cpu profile:", file, <-done) }()
@@ -178,19 +190,19 @@ func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct
 	}
 	cs0 := contextSwitches(h.Pid())
 	for i := 0; i < o.rounds+20; i++ {
-		dh, err := timeGet(viaHub, h.ProxyURL+path)
+		dh, err := timeGetAsUA(viaHub, h.ProxyURL+path, protobuf, ua)
 		if err != nil {
 			return err
 		}
-		dd, err := timeGet(direct, server+path)
+		dd, err := timeGetAsUA(direct, server+path, protobuf, ua)
 		if err != nil {
 			return err
 		}
-		df, err := timeGet(viaHub, fl.URL+path)
+		df, err := timeGetAsUA(viaHub, fl.URL+path, protobuf, ua)
 		if err != nil {
 			return err
 		}
-		dr, err := timeGet(viaHub, raw.URL+path)
+		dr, err := timeGetAsUA(viaHub, raw.URL+path, protobuf, ua)
 		if err != nil {
 			return err
 		}
@@ -206,7 +218,7 @@ func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct
 	}
 	n := time.Duration(o.rounds + 20)
 	cs := float64(contextSwitches(h.Pid())-cs0) / float64(n)
-	body, _ := getBody(h.ProxyURL+path, kubeletUA)
+	body, _ := getBody(h.ProxyURL+path, ua)
 	mh, md := pct(hubT, 50), pct(dirT, 50)
 	fmt.Printf("%s\thub\t%v\t%v\n", name, mh, pct(hubT, 99))
 	fmt.Printf("%s\tdirect\t%v\t%v\n", name, md, pct(dirT, 99))
