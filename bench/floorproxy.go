@@ -41,8 +41,8 @@ func runFloorProxyIfAsked() {
 }
 
 func floorProxy(args []string) error {
-	if len(args) != 5 {
-		return fmt.Errorf("want listen server cert key ca, got %q", args)
+	if len(args) != 6 {
+		return fmt.Errorf("want listen server cert key ca kind, got %q", args)
 	}
 	target, err := http.NewRequest(http.MethodGet, args[1], nil) // its URL
 	if err != nil {
@@ -67,6 +67,12 @@ func floorProxy(args []string) error {
 		return err
 	}
 	fmt.Println("listening")
+	if args[5] == "raw" {
+		cfg := tr.TLSClientConfig.Clone()
+		cfg.ServerName = target.URL.Hostname()
+		cfg.NextProtos = []string{"http/1.1"}
+		return rawFloor(ln, target.URL, cfg)
+	}
 	return http.Serve(ln, rp)
 }
 
@@ -76,11 +82,12 @@ type floor struct {
 	cmd *exec.Cmd
 }
 
-// startFloor starts the floor proxy in front of c's first apiserver and waits until it listens.
-func startFloor(c *harness.Cluster) (*floor, error) {
+// startFloor starts a floor proxy in front of c's first apiserver and waits until it listens:
+// kind "net/http" (ReverseProxy) or "raw" (floorraw.go).
+func startFloor(c *harness.Cluster, kind string) (*floor, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort())
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), floorEnv+"="+strings.Join([]string{addr, c.APIServers[0].URL, c.NodeCert, c.NodeKey, c.PKI.CAFile}, " "))
+	cmd.Env = append(os.Environ(), floorEnv+"="+strings.Join([]string{addr, c.APIServers[0].URL, c.NodeCert, c.NodeKey, c.PKI.CAFile, kind}, " "))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

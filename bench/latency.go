@@ -45,15 +45,41 @@ func benchLatency(e *env, o options) error {
 	viaHub := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	node := "/api/v1/nodes/" + harness.NodeName
 	list := "/api/v1/pods?fieldSelector=spec.nodeName%3D" + harness.NodeName
-	fl, err := startFloor(e.c)
+	fl, err := startFloor(e.c, "net/http")
 	if err != nil {
 		return err
 	}
 	defer fl.Stop()
+	raw, err := startFloor(e.c, "raw")
+	if err != nil {
+		return err
+	}
+	defer raw.Stop()
+	if args := os.Getenv("BENCH_FLOOR_HUB"); args != "" {
+		// A/B on one run: the floor's column is a second hub, with these flags (HUB_ENV too).
+		bin := e.bin
+		if b := os.Getenv("BENCH_FLOOR_HUB_BIN"); b != "" {
+			bin = b // another build of nodehub
+		}
+		h2, err := e.startHubBin(bin, strings.Fields(args)...)
+		if err != nil {
+			return err
+		}
+		defer h2.Stop()
+		fl.URL = h2.ProxyURL
+		fmt.Printf("(the floor column is a second hub with %s, %s)\n", args, bin)
+	}
 	fmt.Printf("\n## latency, %d interleaved rounds, protobuf, %d pods on the node\n", o.rounds, o.pods)
 	fmt.Println("request\tpath\tmedian\tp99")
-	for _, q := range []struct{ name, path, profile string }{{"GET node", node, o.cpuprofile}, {"LIST pods", list, listProfile(o.cpuprofile)}} {
-		if err := latencyRounds(h, fl, e.c.APIServers[0].URL, viaHub, direct, q.name, q.path, q.profile, o); err != nil {
+	// The rows: GET of the node by a plain client (no filter, no Autonomy condition: the
+	// hop alone), and kubelet's LIST of its pods; and kubelet's GET of its node (the Autonomy
+	// condition and the node's copy on the way).
+	for _, q := range []struct{ name, path, ua, profile string }{
+		{"GET node", node, plainUA, o.cpuprofile},
+		{"GET node as kubelet", node, kubeletUA, ""},
+		{"LIST pods", list, kubeletUA, listProfile(o.cpuprofile)},
+	} {
+		if err := latencyRounds(h, fl, raw, e.c.APIServers[0].URL, viaHub, direct, q.name, q.path, q.ua, q.profile, o); err != nil {
 			return err
 		}
 	}
@@ -108,6 +134,11 @@ func timeGetAs(cl *http.Client, url, accept string) (time.Duration, error) {
 
 const kubeletUA = "kubelet/v1.34.4 (linux/amd64) kubernetes/bench"
 
+// plainUA is a client the hub has no filter or condition for: what it costs is the hop alone.
+const plainUA = "bench-client/1.0 (linux/amd64)"
+
+const protobuf = "application/vnd.kubernetes.protobuf"
+
 func timeGetAsUA(cl *http.Client, url, accept, ua string) (time.Duration, error) {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Accept", accept)
@@ -140,7 +171,7 @@ func pct(ds []time.Duration, p int) time.Duration {
 // of each to warm up), and prints the medians, the p99s, their ratio, the hub's CPU and context
 // switches per request and the answer's size; with file, a CPU profile of the hub over the first
 // o.cpuprofileSeconds of the rounds.
-func latencyRounds(h *harness.Hub, fl *floor, server string, viaHub, direct *http.Client, name, path, file string, o options) error {
+func latencyRounds(h *harness.Hub, fl, raw *floor, server string, viaHub, direct *http.Client, name, path, ua, file string, o options) error {
 	if file != "" {
 		done := profile(h.HubURL, file, o.cpuprofileSeconds)
 		defer func() { fmt.Fprintln(os.Stderr, "hub cpu profile:", file, <-done) }()
@@ -150,36 +181,44 @@ func latencyRounds(h *harness.Hub, fl *floor, server string, viaHub, direct *htt
 	if perf := startPerf(h, "perf-latency-"+strings.ReplaceAll(name, " ", "-"), time.Duration(o.cpuprofileSeconds)*time.Second); perf != nil {
 		defer perf.Wait()
 	}
-	var hubT, dirT, floorT []time.Duration
+	var hubT, dirT, floorT, rawT []time.Duration
+	fcpu0, _ := cpuTime(fl.Pid())
+	rcpu0, _ := cpuTime(raw.Pid())
 	cpu0, err := cpuTime(h.Pid())
 	if err != nil {
 		return err
 	}
 	cs0 := contextSwitches(h.Pid())
 	for i := 0; i < o.rounds+20; i++ {
-		dh, err := timeGet(viaHub, h.ProxyURL+path)
+		dh, err := timeGetAsUA(viaHub, h.ProxyURL+path, protobuf, ua)
 		if err != nil {
 			return err
 		}
-		dd, err := timeGet(direct, server+path)
+		dd, err := timeGetAsUA(direct, server+path, protobuf, ua)
 		if err != nil {
 			return err
 		}
-		df, err := timeGet(viaHub, fl.URL+path)
+		df, err := timeGetAsUA(viaHub, fl.URL+path, protobuf, ua)
+		if err != nil {
+			return err
+		}
+		dr, err := timeGetAsUA(viaHub, raw.URL+path, protobuf, ua)
 		if err != nil {
 			return err
 		}
 		if i >= 20 { // warm-up
-			hubT, dirT, floorT = append(hubT, dh), append(dirT, dd), append(floorT, df)
+			hubT, dirT, floorT, rawT = append(hubT, dh), append(dirT, dd), append(floorT, df), append(rawT, dr)
 		}
 	}
+	fcpu1, _ := cpuTime(fl.Pid())
+	rcpu1, _ := cpuTime(raw.Pid())
 	cpu1, err := cpuTime(h.Pid())
 	if err != nil {
 		return err
 	}
 	n := time.Duration(o.rounds + 20)
 	cs := float64(contextSwitches(h.Pid())-cs0) / float64(n)
-	body, _ := getBody(h.ProxyURL+path, kubeletUA)
+	body, _ := getBody(h.ProxyURL+path, ua)
 	mh, md := pct(hubT, 50), pct(dirT, 50)
 	fmt.Printf("%s\thub\t%v\t%v\n", name, mh, pct(hubT, 99))
 	fmt.Printf("%s\tdirect\t%v\t%v\n", name, md, pct(dirT, 99))
@@ -188,7 +227,11 @@ func latencyRounds(h *harness.Hub, fl *floor, server string, viaHub, direct *htt
 	fmt.Printf("%s\tratio_p99_hub_over_direct\t%.2f\n", name, float64(pct(hubT, 99))/float64(pct(dirT, 99)))
 	fmt.Printf("%s\tratio_median_floor_over_direct\t%.2f\n", name, float64(pct(floorT, 50))/float64(md))
 	fmt.Printf("%s\tratio_median_hub_over_floor\t%.2f\n", name, float64(mh)/float64(pct(floorT, 50)))
-	fmt.Printf("%s\thub_cpu_per_request\t%v\t(context switches %.1f, answer %d bytes)\n", name, ((cpu1 - cpu0) / n).Round(time.Microsecond), cs, len(body))
+	fmt.Printf("%s\traw_floor\t%v\t%v\t(one goroutine per connection reads, forwards and answers, nothing else: floorraw.go)\n", name, pct(rawT, 50), pct(rawT, 99))
+	fmt.Printf("%s\tratio_median_raw_floor_over_direct\t%.2f\n", name, float64(pct(rawT, 50))/float64(md))
+	fmt.Printf("%s\tratio_median_hub_over_raw_floor\t%.2f\n", name, float64(mh)/float64(pct(rawT, 50)))
+	fmt.Printf("%s\thub_cpu_per_request\t%v\t(context switches %.1f, answer %d bytes; the floor's %v, the raw floor's %v)\n", name, ((cpu1 - cpu0) / n).Round(time.Microsecond), cs, len(body),
+		((fcpu1 - fcpu0) / n).Round(time.Microsecond), ((rcpu1 - rcpu0) / n).Round(time.Microsecond))
 	return nil
 }
 

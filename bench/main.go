@@ -109,14 +109,15 @@ func (e *env) startHub(args ...string) (*harness.Hub, error) {
 	return e.startHubBin(e.bin, args...)
 }
 
-// startHubBin starts a hub of its own from another build of nodehub.
+// startHubBin starts a hub of its own from another build of nodehub (HUB_ARGS: more flags; HUB_ENV:
+// its environment).
 func (e *env) startHubBin(bin string, args ...string) (*harness.Hub, error) {
 	dir, err := e.hubDir()
 	if err != nil {
 		return nil, err
 	}
 	h, err := e.c.StartHub(e.ctx, harness.HubOptions{Bin: bin, Dir: dir,
-		Args: append([]string{"--v=2", "--heartbeat-interval-seconds=10"}, args...), Env: strings.Fields(os.Getenv("HUB_ENV"))})
+		Args: append(append([]string{"--v=2", "--heartbeat-interval-seconds=10"}, args...), strings.Fields(os.Getenv("HUB_ARGS"))...), Env: strings.Fields(os.Getenv("HUB_ENV"))})
 	if err != nil {
 		return nil, err
 	}

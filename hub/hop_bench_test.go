@@ -3,8 +3,10 @@ package hub
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"nodehub/hub/lane"
 	"nodehub/wire"
 )
 
@@ -120,7 +123,7 @@ func benchHop(b *testing.B, path, ua, accept string) {
 		name string
 		cl   *http.Client
 		base string
-	}{{"direct", cloudClient, f.cloud.srv.URL}, {"hub", hubClient, f.url}} {
+	}{{"direct", cloudClient, f.cloud.srv.URL}, {"hub", hubClient, f.url}, {"lane", hubClient, laneFront(b, f.hub)}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := hopGet(b, c.cl, c.base+path, ua, accept) // the connections are open before the clock starts
 			if f.hub.cache != nil {
@@ -168,4 +171,23 @@ func hopGet(b *testing.B, cl *http.Client, url, ua, accept string) int64 {
 		b.Fatalf("%s: %d, %d bytes, %v", url, resp.StatusCode, n, err)
 	}
 	return n
+}
+
+// laneFront serves s's pipeline on a loopback port through the proxy ports' lane (hub/lane), as
+// Run does; its URL.
+func laneFront(b *testing.B, s *Server) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := s.newHTTPServer(b.Context(), s.pipe)
+	l := lane.New(b.Context(), hs, s.log, ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(ln) }()
+	b.Cleanup(func() {
+		ln.Close()
+		l.Shutdown(context.Background())
+		<-done
+	})
+	return "http://" + ln.Addr().String()
 }

@@ -2,8 +2,10 @@ package hub
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -18,25 +20,14 @@ func servePprof(w http.ResponseWriter, r *http.Request) {
 	switch name {
 	case "":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "profile?seconds=N")
+		fmt.Fprintln(w, "profile?seconds=N\ntrace?seconds=N")
 		for _, p := range pprof.Profiles() {
 			fmt.Fprintf(w, "%s (%d)\n", p.Name(), p.Count())
 		}
+	case "trace": // the runtime's execution trace (go tool trace): every goroutine's wake-ups
+		record(w, r, 1, trace.Start, trace.Stop)
 	case "profile":
-		sec, err := strconv.Atoi(r.URL.Query().Get("seconds"))
-		if err != nil || sec <= 0 {
-			sec = 30
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		if err := pprof.StartCPUProfile(w); err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
-			return
-		}
-		select {
-		case <-time.After(time.Duration(sec) * time.Second):
-		case <-r.Context().Done():
-		}
-		pprof.StopCPUProfile()
+		record(w, r, 30, pprof.StartCPUProfile, pprof.StopCPUProfile)
 	default:
 		p := pprof.Lookup(name)
 		if p == nil {
@@ -49,5 +40,24 @@ func servePprof(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/octet-stream")
 		}
 		_ = p.WriteTo(w, debug)
+	}
+}
+
+// record writes what start records into w for the request's ?seconds=N (def when absent or out
+// of 1–60 s), or until the client goes away.
+func record(w http.ResponseWriter, r *http.Request, def int, start func(io.Writer) error, stop func()) {
+	sec, err := strconv.Atoi(r.URL.Query().Get("seconds"))
+	if err != nil || sec <= 0 || sec > 60 {
+		sec = def
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if err := start(w); err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	defer stop()
+	select {
+	case <-time.After(time.Duration(sec) * time.Second):
+	case <-r.Context().Done():
 	}
 }

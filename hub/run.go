@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"nodehub/hub/endpointfix"
+	"nodehub/hub/lane"
 	"nodehub/pool"
 )
 
@@ -133,6 +134,12 @@ func (s *Server) servePorts(g *group, ports []port, lns []net.Listener) {
 			s.listeners = append(s.listeners, ln)
 			s.mu.Unlock()
 		}
+		if p.name == "proxy" {
+			// The node's clients' short GETs on the lane (hub/lane), the rest on hs.
+			l := lane.New(g.ctx, hs, s.log, ln.Addr())
+			g.Go(p.name+" port", func(ctx context.Context) error { return s.serveLane(ctx, g, l, ln) })
+			continue
+		}
 		g.Go(p.name+" port", func(ctx context.Context) error { return s.serve(ctx, g, hs, ln) })
 	}
 	for i, addr := range s.cfg.SecureAddrs {
@@ -199,6 +206,23 @@ func (s *Server) serve(ctx context.Context, g *group, hs *http.Server, ln net.Li
 	if hs.Shutdown(g.stopContext()) != nil {
 		_ = hs.Close()
 	}
+	<-errc
+	return nil
+}
+
+// serveLane serves a proxy port through its fast lane until ctx ends, then shuts it down as serve
+// does.
+func (s *Server) serveLane(ctx context.Context, g *group, l *lane.Lane, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- l.Serve(ln) }()
+	select {
+	case err := <-errc:
+		l.Shutdown(g.stopContext()) // the connections it still serves
+		return err
+	case <-ctx.Done():
+	}
+	ln.Close()
+	l.Shutdown(g.stopContext())
 	<-errc
 	return nil
 }

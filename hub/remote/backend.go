@@ -67,8 +67,8 @@ type Backend struct {
 	dialTimeout time.Duration
 
 	mu         sync.Mutex
-	transports [5]*http.Transport // [identity*2 + http2], and the probes' (pingSlot)
-	nodeGen    uint64             // the credentials' Generation the node transports were made for
+	transports [5]transport // [identity*2 + http2], and the probes' (pingSlot)
+	nodeGen    uint64       // the credentials' Generation the node transports were made for
 
 	health health
 }
@@ -162,7 +162,7 @@ func (b *Backend) roundTripSlot(slot int, req *http.Request) (*http.Response, er
 
 // transport is slot i's transport (an identity over HTTP/1.1 or HTTP/2, or the probes'), made
 // on first use; the node's are made afresh after its certificate changed.
-func (b *Backend) transport(i int) (*http.Transport, error) {
+func (b *Backend) transport(i int) (transport, error) {
 	id, h2 := Identity(i/2), i%2 == 1
 	if i == pingSlot {
 		id, h2 = Node, false
@@ -179,9 +179,24 @@ func (b *Backend) transport(i int) (*http.Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := b.newTransport(tlsCfg, h2)
+	var t transport = b.newTransport(tlsCfg, h2)
+	if !h2 && i != pingSlot {
+		// The requests' HTTP/1.1 slots: GETs on the caller's goroutine (h1.go).
+		t = newH1Transport(b.URL.Host, b.dialer(), tlsCfg, t.(*http.Transport))
+	}
 	b.transports[i] = t
 	return t, nil
+}
+
+// transport is a slot's: a net/http Transport, or h1Transport in front of one.
+type transport interface {
+	http.RoundTripper
+	CloseIdleConnections()
+}
+
+// dialer dials the server's connections.
+func (b *Backend) dialer() *net.Dialer {
+	return &net.Dialer{Timeout: b.dialTimeout, KeepAlive: 30 * time.Second}
 }
 
 // rotateLocked drops the node's transports when its client certificate changed.
@@ -233,7 +248,7 @@ func (b *Backend) tlsConfig(id Identity, ping bool) (*tls.Config, error) {
 // newTransport is a transport to the server with tlsCfg, HTTP/2 when h2.
 func (b *Backend) newTransport(tlsCfg *tls.Config, h2 bool) *http.Transport {
 	t := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: b.dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           b.dialer().DialContext,
 		TLSClientConfig:       tlsCfg,
 		TLSHandshakeTimeout:   10 * time.Second,
 		MaxIdleConnsPerHost:   8,

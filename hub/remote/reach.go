@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 )
 
@@ -129,8 +130,9 @@ func (b *Backend) Reach(ctx context.Context) error {
 // the apiserver no certificate or signature. It stores none: a reach presents no certificate, and
 // a session made without one would have the node's next probe resume it without its identity.
 func (b *Backend) reachSessions() tls.ClientSessionCache {
-	t, err := b.transport(pingSlot)
-	if err != nil || t.TLSClientConfig == nil || t.TLSClientConfig.ClientSessionCache == nil {
+	tr, err := b.transport(pingSlot)
+	t, ok := tr.(*http.Transport)
+	if err != nil || !ok || t.TLSClientConfig == nil || t.TLSClientConfig.ClientSessionCache == nil {
 		return nil
 	}
 	return lentSessions{t.TLSClientConfig.ClientSessionCache}

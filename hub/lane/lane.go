@@ -1,0 +1,313 @@
+// Package lane serves a plain proxy port's short GETs on the connection's own goroutine (Lane),
+// and hands every other request, with its connection, to net/http's server.
+package lane
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A Lane serves a plain proxy port's short GETs — what the node's clients send most, a GET
+// of one object or a list, without a body — on the connection's own goroutine: the request is
+// read, handled and answered there, with nothing started beside it. net/http's server starts a
+// goroutine per request to watch the connection and stops it after the answer (two more thread
+// wake-ups per request on a small machine); this is the hop's least cost (docs/figures.md).
+//
+// Every other request — a body, an upgrade, a watch or a followed log (long requests, whose end
+// the client's going away must cause) — and every request after it on the same connection goes
+// to hs, net/http's server with the port's handler and limits: the connection is handed over with
+// the request's bytes put back in front of it.
+type Lane struct {
+	h    http.Handler
+	hs   *http.Server
+	log  *slog.Logger
+	base context.Context
+
+	handoff *connQueue // hs serves the connections handed over
+
+	mu      sync.Mutex
+	conns   map[*laneConn]bool // the lane's connections: true while waiting for a request
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// New is a lane in front of hs, which has the port's handler and bounds (MaxHeaderBytes,
+// ReadHeaderTimeout, IdleTimeout: the lane keeps them too) and serves what the lane hands over.
+// base is every request's context's parent (the hub's lifetime).
+func New(base context.Context, hs *http.Server, log *slog.Logger, addr net.Addr) *Lane {
+	return &Lane{h: hs.Handler, hs: hs, log: log, base: base, handoff: newConnQueue(addr), conns: map[*laneConn]bool{}}
+}
+
+// Serve accepts ln's connections until it is closed, and serves them (hs those handed over)
+// until Shutdown; it returns once ln is closed and hs has stopped serving.
+func (f *Lane) Serve(ln net.Listener) error {
+	hsDone := make(chan error, 1)
+	go func() { hsDone <- f.hs.Serve(f.handoff) }()
+	var err error
+	for {
+		var c net.Conn
+		if c, err = ln.Accept(); err != nil {
+			break
+		}
+		lc := &laneConn{Conn: c, limit: -1}
+		if !f.track(lc) {
+			c.Close()
+			continue
+		}
+		f.wg.Add(1)
+		go f.serveConn(lc)
+	}
+	f.handoff.Close()
+	<-hsDone
+	return err
+}
+
+// track adds a connection (not while closing).
+func (f *Lane) track(c *laneConn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing {
+		return false
+	}
+	f.conns[c] = false
+	return true
+}
+
+// setIdle marks c waiting for a request (true) or serving one; false when the lane is closing.
+func (f *Lane) setIdle(c *laneConn, idle bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conns[c] = idle
+	return !f.closing
+}
+
+func (f *Lane) untrack(c *laneConn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.conns, c)
+}
+
+// Shutdown ends the lane as http.Server.Shutdown does: hs first (its listener, the handed-over
+// connections), then the idle connections at once and the busy ones after their answer; past
+// ctx's deadline every connection is closed. The caller has closed the port's listener.
+func (f *Lane) Shutdown(ctx context.Context) {
+	err := f.hs.Shutdown(ctx)
+	f.mu.Lock()
+	f.closing = true
+	for c, idle := range f.conns {
+		if idle || err != nil {
+			c.Close()
+		}
+	}
+	f.mu.Unlock()
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	_ = f.hs.Close()
+	f.mu.Lock()
+	for c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	<-done
+}
+
+// serveConn serves c's requests until it closes, fails, or is handed over.
+func (f *Lane) serveConn(c *laneConn) {
+	defer f.wg.Done()
+	ctx := context.WithValue(f.base, http.LocalAddrContextKey, c.LocalAddr())
+	remote := c.RemoteAddr().String()
+	br := bufio.NewReaderSize(c, 4<<10)
+	bw := bufio.NewWriterSize(c, 4<<10)
+	for {
+		req, ok := f.nextRequest(c, br)
+		if !ok {
+			break
+		}
+		if req == nil || !laneServes(req) {
+			_ = c.SetReadDeadline(time.Time{})
+			f.untrack(c)
+			f.handoff.push(c.replay())
+			return
+		}
+		c.stopRecording()
+		req.RemoteAddr = remote
+		if !f.serveRequest(ctx, c, bw, req) {
+			break
+		}
+	}
+	f.untrack(c)
+	c.Close()
+}
+
+// nextRequest waits for the next request (the idle timeout) and reads its head (the header
+// timeout and size bound), recording the bytes read so it can be handed over whole. A head the
+// lane cannot read, it hands over (net/http answers 400 or 431 as it always did): nil, true then;
+// false when the connection closed, timed out, or the lane is closing.
+func (f *Lane) nextRequest(c *laneConn, br *bufio.Reader) (*http.Request, bool) {
+	if !f.setIdle(c, true) {
+		return nil, false
+	}
+	_ = c.SetReadDeadline(time.Now().Add(f.hs.IdleTimeout))
+	_, err := br.Peek(1)
+	if !f.setIdle(c, false) || err != nil {
+		return nil, false
+	}
+	_ = c.SetReadDeadline(time.Now().Add(f.hs.ReadHeaderTimeout))
+	buffered, _ := br.Peek(br.Buffered())
+	c.record(buffered, f.hs.MaxHeaderBytes+4096) // net/http's bound and its slack
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, c.over || !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return req, true
+}
+
+// laneServes reports whether the lane answers req itself: an HTTP/1.1 GET with a plain Host, no
+// body, no upgrade and no expectation, that is neither a watch nor a followed log.
+func laneServes(r *http.Request) bool {
+	if r.Method != http.MethodGet || r.ContentLength != 0 || len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
+		return false
+	}
+	if r.Host == "" || strings.ContainsAny(r.Host, " \t/\\@") || len(r.Header["Host"]) > 0 {
+		return false // net/http answers a missing or odd Host 400
+	}
+	if r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
+		return false
+	}
+	if strings.Contains(r.URL.Path, "/watch/") {
+		return false
+	}
+	q := r.URL.RawQuery
+	return !strings.Contains(q, "watch=") && !strings.Contains(q, "follow=")
+}
+
+// serveRequest runs the handler on req and finishes its answer; false when the connection must
+// close after it.
+func (f *Lane) serveRequest(ctx context.Context, c *laneConn, bw *bufio.Writer, req *http.Request) (keep bool) {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := newWriter(c, bw)
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				f.log.Error("proxy: handler panicked", "path", req.URL.Path, "panic", v)
+			}
+			keep = false
+		}
+	}()
+	f.h.ServeHTTP(w, req.WithContext(rctx))
+	return w.finish() && !req.Close
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// laneConn is a lane's connection: while a request's head is read it records the bytes read
+// (to hand the request over whole) and bounds them.
+type laneConn struct {
+	net.Conn
+	rec   []byte
+	limit int // bytes a head may still read; < 0: not recording
+	over  bool
+}
+
+var errHeadTooLarge = errors.New("hub: request head too large")
+
+func (c *laneConn) Read(p []byte) (int, error) {
+	if c.limit < 0 {
+		return c.Conn.Read(p)
+	}
+	if c.limit == 0 {
+		c.over = true // net/http reads on and answers 431
+		return 0, errHeadTooLarge
+	}
+	if len(p) > c.limit {
+		p = p[:c.limit]
+	}
+	n, err := c.Conn.Read(p)
+	c.limit -= n
+	c.rec = append(c.rec, p[:n]...)
+	return n, err
+}
+
+// record starts recording a head, from the bytes already buffered.
+func (c *laneConn) record(buffered []byte, limit int) {
+	c.rec = append(c.rec[:0], buffered...)
+	c.limit = limit - len(buffered)
+	if c.limit < 0 {
+		c.limit = 0
+	}
+	c.over = false
+}
+
+// replay is c handed over: the current request's bytes (everything read since its head began,
+// which holds what the lane's reader buffered), then the connection's.
+func (c *laneConn) replay() net.Conn {
+	rec := c.rec
+	c.rec, c.limit = nil, -1
+	return &replayConn{Conn: c.Conn, r: io.MultiReader(bytes.NewReader(rec), c.Conn)}
+}
+
+// stopRecording ends a head's recording: the body and the next request are read plainly.
+func (c *laneConn) stopRecording() { c.rec, c.limit = c.rec[:0], -1 }
+
+// replayConn reads bytes put back before its connection's.
+type replayConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// connQueue is a net.Listener whose connections are pushed to it (the lane's handed-over ones).
+type connQueue struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newConnQueue(addr net.Addr) *connQueue {
+	return &connQueue{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (q *connQueue) push(c net.Conn) {
+	select {
+	case q.ch <- c:
+	case <-q.done:
+		c.Close()
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.closed.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return q.addr }
