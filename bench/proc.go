@@ -110,10 +110,18 @@ func samplePeakSplit(h *harness.Hub) func() string {
 		var max, anon, file int64
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
+		var trace strings.Builder // BENCH_RSS_TRACE=file: every sample, for a look at the burst
+		start := time.Now()
+		defer func() {
+			if name := os.Getenv("BENCH_RSS_TRACE"); name != "" {
+				_ = os.WriteFile(name, []byte(trace.String()), 0o644)
+			}
+		}()
 		for {
 			r, err1 := procStatusKiB(h.Pid(), "VmRSS")
 			a, err2 := procStatusKiB(h.Pid(), "RssAnon")
 			f, err3 := procStatusKiB(h.Pid(), "RssFile")
+			fmt.Fprintf(&trace, "%.2f\t%d\t%d\t%d\n", time.Since(start).Seconds(), r, a, f)
 			if err1 == nil && err2 == nil && err3 == nil && r > max {
 				max, anon, file = r, a, f
 			}
