@@ -52,6 +52,11 @@ func giveBackMemory(ctx context.Context, log *slog.Logger) {
 	settled := time.NewTimer(startupSettle)
 	defer settled.Stop()
 	g := newGiver(readHeap().allocs, time.Now())
+	if undo, err := imagePageByPage(); err != nil {
+		log.Debug("the binary's pages are faulted in 64 KiB at a time", "err", err)
+	} else {
+		defer undo()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -198,23 +203,39 @@ func dropImage(log *slog.Logger) {
 // flash unless the kernel needed the memory anyway) and those still in use come back on their next
 // touch. Writable segments are never touched. The mappings are found first and dropped together
 // at the end, with raw system calls: what runs after the first drop faults its pages back in (the
-// kernel maps the 64 KiB around each faulting page), and reading /proc/self/maps in between
-// brought back 1.5 MiB at once.
+// kernel maps the 64 KiB around each faulting page unless faultPageByPage turned that off), and
+// reading /proc/self/maps in between brought back 1.5 MiB at once.
 func unmapReadOnlyImage() (int64, error) {
-	exe, err := os.Readlink("/proc/self/exe")
+	spans, err := readOnlyImage()
 	if err != nil {
 		return 0, err
+	}
+	var total int64
+	for _, sp := range spans {
+		if _, _, errno := unix.RawSyscall(unix.SYS_MADVISE, sp[0], sp[1], unix.MADV_DONTNEED); errno != 0 {
+			return total, errno
+		}
+		total += int64(sp[1])
+	}
+	return total, nil
+}
+
+// readOnlyImage is the executable's non-writable mappings (text, read-only data), each as its
+// start and length.
+func readOnlyImage() ([][2]uintptr, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, err
 	}
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var spans [8][2]uintptr // a Go binary maps text and read-only data: two, or a few more
-	n := 0
+	spans := make([][2]uintptr, 0, 8) // a Go binary maps text and read-only data: two, or a few more
 	for line := range strings.Lines(string(maps)) {
 		// "start-end perms offset dev inode path"
 		fields := strings.Fields(line)
-		if len(fields) < 6 || fields[5] != exe || strings.IndexByte(fields[1], 'w') >= 0 || n == len(spans) {
+		if len(fields) < 6 || fields[5] != exe || strings.IndexByte(fields[1], 'w') >= 0 || len(spans) == cap(spans) {
 			continue
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
@@ -226,15 +247,7 @@ func unmapReadOnlyImage() (int64, error) {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		spans[n] = [2]uintptr{uintptr(start), uintptr(end - start)}
-		n++
+		spans = append(spans, [2]uintptr{uintptr(start), uintptr(end - start)})
 	}
-	var total int64
-	for _, sp := range spans[:n] {
-		if _, _, errno := unix.RawSyscall(unix.SYS_MADVISE, sp[0], sp[1], unix.MADV_DONTNEED); errno != 0 {
-			return total, errno
-		}
-		total += int64(sp[1])
-	}
-	return total, nil
+	return spans, nil
 }
