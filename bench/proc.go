@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -124,6 +125,11 @@ func samplePeakSplit(h *harness.Hub) func() string {
 			fmt.Fprintf(&trace, "%.2f\t%d\t%d\t%d\n", time.Since(start).Seconds(), r, a, f)
 			if err1 == nil && err2 == nil && err3 == nil && r > max {
 				max, anon, file = r, a, f
+				if dir := os.Getenv("BENCH_HEAP_DIR"); dir != "" { // the mappings at the highest sample
+					if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", h.Pid())); err == nil {
+						_ = os.WriteFile(filepath.Join(dir, "smaps-peak.txt"), smaps, 0o644)
+					}
+				}
 			}
 			select {
 			case <-done:
