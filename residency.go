@@ -17,9 +17,11 @@ import (
 //   - when start-up has settled, and then at a quiet tick when they grew, the pages of the
 //     binary's read-only segments are dropped from the resident set: what start-up touched (every
 //     package's init, k8s.io/api's tables), and what a burst touched (the node's clients' first
-//     lists run code that idle watches never do), with the kernel mapping the 64 KiB around each
-//     page it faults in (a burst left 10.6 of the binary's 13 MiB resident). What stays in use
-//     comes back at its next touch from the page cache: a minor fault, nothing read from flash.
+//     lists run code that idle watches never do). Where the kernel allows it, those segments are
+//     first registered so that each fault maps its own page alone (faultaround.go); elsewhere
+//     the kernel maps the 64 KiB around each page it faults in (a burst left 10.6 of the binary's
+//     13 MiB resident; page by page, 5.1). What stays in use comes back at its next touch from the
+//     page cache: a minor fault, nothing read from flash.
 //     They are dropped only when more than imageRegrowth of them came back since the working set
 //     that followed the last drop (measured at the first quiet tick after it): a hub that runs the
 //     same code all along — idle, or a steady churn of events — would only fault the same pages
