@@ -54,10 +54,12 @@ func giveBackMemory(ctx context.Context, log *slog.Logger) {
 	settled := time.NewTimer(startupSettle)
 	defer settled.Stop()
 	g := newGiver(readHeap().allocs, time.Now())
-	if undo, err := imagePageByPage(); err != nil {
-		log.Debug("the binary's pages are faulted in 64 KiB at a time", "err", err)
-	} else {
+	undo, err := imagePageByPage()
+	if undo != nil {
 		defer undo()
+	}
+	if err != nil {
+		log.Debug("the binary's pages: fault-around left on, or start-up's pages kept", "err", err)
 	}
 	for {
 		select {
@@ -212,6 +214,12 @@ func unmapReadOnlyImage() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return dropSpans(spans)
+}
+
+// dropSpans applies MADV_DONTNEED to spans (start, length) and returns how many bytes of address
+// space it covered.
+func dropSpans(spans [][2]uintptr) (int64, error) {
 	var total int64
 	for _, sp := range spans {
 		if _, _, errno := unix.RawSyscall(unix.SYS_MADVISE, sp[0], sp[1], unix.MADV_DONTNEED); errno != 0 {
