@@ -125,7 +125,7 @@ func samplePeakSplit(h *harness.Hub) func() string {
 			fmt.Fprintf(&trace, "%.2f\t%d\t%d\t%d\n", time.Since(start).Seconds(), r, a, f)
 			if err1 == nil && err2 == nil && err3 == nil && r > max {
 				max, anon, file = r, a, f
-				if dir := os.Getenv("BENCH_HEAP_DIR"); dir != "" { // the mappings at the highest sample
+				if dir := os.Getenv("BENCH_SMAPS_DIR"); dir != "" { // the mappings at the highest sample (no --profiling)
 					if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", h.Pid())); err == nil {
 						_ = os.WriteFile(filepath.Join(dir, "smaps-peak.txt"), smaps, 0o644)
 					}
