@@ -40,6 +40,17 @@ func procStatusKiB(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("no %s for pid %d", field, pid)
 }
 
+// minorFaults is the process's minor page faults so far (from /proc/<pid>/stat).
+func minorFaults(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	return strconv.ParseInt(f[7], 10, 64)
+}
+
 // cpuTime is the user+system CPU time the process has used (from /proc/<pid>/stat).
 func cpuTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
