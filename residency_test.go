@@ -131,6 +131,32 @@ func TestImageDroppedOnlyWhenItGrew(t *testing.T) {
 	}
 }
 
+// Faulted in page by page, a steady hub's pages come back a few at a time over minutes (its rarer
+// paths): that creep is kept until it passes imageCreep; a burst's MiB between two quiet ticks is
+// dropped at once.
+func TestImageCreepKeptBurstDropped(t *testing.T) {
+	const mib = 1 << 20
+	g := newGiver(0, time.Now())
+	resident := int64(mib) // the working set measured after a drop
+	if g.regrown(resident) {
+		t.Fatal("the first quiet tick after a drop dropped again")
+	}
+	for resident+mib/2 <= mib+imageCreep { // half a MiB more at each quiet tick
+		resident += mib / 2
+		if g.regrown(resident) {
+			t.Fatalf("dropped at %d bytes, creeping from 1 MiB: the steady work's pages", resident)
+		}
+	}
+	if !g.regrown(resident + mib/2) {
+		t.Fatalf("kept %d bytes, more than imageCreep past the working set", resident+mib/2)
+	}
+	g.dropped()
+	g.regrown(mib)
+	if !g.regrown(mib + mib + mib/2) {
+		t.Fatal("a burst's 1.5 MiB between two quiet ticks kept")
+	}
+}
+
 // A tick after a busy one comes a second later, twice, so a burst's leftovers go within a second
 // or two of its end; a hub busy all along is looked at every trimEvery in between, and a quiet
 // one every trimEvery. Quiet is a rate: less than quietBelow per trimEvery.
