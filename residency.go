@@ -22,10 +22,11 @@ import (
 //     the kernel maps the 64 KiB around each page it faults in (a burst left 10.6 of the binary's
 //     13 MiB resident; page by page, 5.1). What stays in use comes back at its next touch from the
 //     page cache: a minor fault, nothing read from flash.
-//     They are dropped only when more than imageRegrowth of them came back since the working set
-//     that followed the last drop (measured at the first quiet tick after it): a hub that runs the
-//     same code all along — idle, or a steady churn of events — would only fault the same pages
-//     back in every tick, which cost the churn of the node profile ~7 % of its CPU;
+//     They are dropped only when more than imageRegrowth of them came back since the last quiet
+//     tick, or more than imageCreep since the working set that followed the last drop (measured at
+//     the first quiet tick after it): a hub that runs the same code all along — idle, or a steady
+//     churn of events — would only fault the same pages back in every tick, which cost the churn
+//     of the node profile ~7 % of its CPU;
 //   - every few seconds, when the Go heap holds more than a MiB of free pages, or more than a MiB
 //     of garbage beyond what the last collection found live (a burst's leftovers: the heap grows
 //     to twice the live heap before the collector runs, and an idle hub never reaches that), it
@@ -44,7 +45,8 @@ const (
 	recheckAfter  = time.Second
 	trimAbove     = 1 << 20
 	quietBelow    = 1 << 20 // bytes allocated over trimEvery by a quiet hub
-	imageRegrowth = 1 << 20 // bytes of the binary's pages come back past the working set
+	imageRegrowth = 1 << 20 // bytes of the binary's pages come back since the last quiet tick
+	imageCreep    = 4 << 20 // bytes of the binary's pages come back past the working set
 )
 
 // giveBackMemory runs until ctx ends.
@@ -88,12 +90,12 @@ type giver struct {
 	busy   int       // busy ticks in a row
 	image  bool      // the binary's pages are dropped at quiet ticks once start-up has settled
 	// base is the binary's resident bytes at the first quiet tick after the last drop (what the
-	// hub's work faults back in), -1 until that tick.
-	base int64
+	// hub's work faults back in), -1 until that tick; last is theirs at the last quiet tick.
+	base, last int64
 }
 
 func newGiver(allocs uint64, now time.Time) giver {
-	return giver{allocs: allocs, at: now, base: -1}
+	return giver{allocs: allocs, at: now, base: -1, last: -1}
 }
 
 // quiet takes the tick's count of bytes allocated in all and its time; when less than
@@ -121,23 +123,29 @@ func (g *giver) next(quiet bool) time.Duration {
 	return trimEvery
 }
 
-// regrown takes the binary's resident bytes at a quiet tick and reports whether they grew past
-// the working set by more than imageRegrowth (a burst ran code the hub's steady work does not);
-// the first quiet tick after a drop measures the working set.
+// regrown takes the binary's resident bytes at a quiet tick and reports whether they grew by more
+// than imageRegrowth since the last quiet tick (a burst ran code the hub's steady work does not),
+// or by more than imageCreep past the working set, which the first quiet tick after a drop
+// measures. Faulted in page by page, the steady work's pages come back a few at a time over
+// minutes (its rarer paths: heartbeats, bookmarks, syncs): measured against the working set alone,
+// that growth passed imageRegrowth every few ticks of the node profile's churn, and the drops and
+// the faults after them tripled its page faults.
 func (g *giver) regrown(resident int64) bool {
 	if resident < 0 {
 		return true // unknown: drop, as before the working set was measured
 	}
+	last := g.last
+	g.last = resident
 	if g.base < 0 {
 		g.base = resident
 		return false
 	}
 	g.base = min(g.base, resident)
-	return resident > g.base+imageRegrowth
+	return resident > last+imageRegrowth || resident > g.base+imageCreep
 }
 
 // dropped records a drop of the binary's pages: the next quiet tick measures the working set.
-func (g *giver) dropped() { g.base = -1 }
+func (g *giver) dropped() { g.base, g.last = -1, -1 }
 
 // residentImage is the process's resident file-backed bytes (the "shared" field of
 // /proc/self/statm: the binary's pages, the hub maps no other file), -1 when unknown.
