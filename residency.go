@@ -23,10 +23,10 @@ import (
 //     13 MiB resident; page by page, 5.1). What stays in use comes back at its next touch from the
 //     page cache: a minor fault, nothing read from flash.
 //     They are dropped only when more than imageRegrowth of them came back since the last quiet
-//     tick, or more than imageCreep since the working set that followed the last drop (measured at
-//     the first quiet tick after it): a hub that runs the same code all along — idle, or a steady
-//     churn of events — would only fault the same pages back in every tick, which cost the churn
-//     of the node profile ~7 % of its CPU;
+//     tick and a busy tick came in between (a burst), or more than imageCreep since the working
+//     set that followed the last drop (measured at the first quiet tick after it): a hub that runs
+//     the same code all along — idle, or a steady churn of events — would only fault the same
+//     pages back in every tick, which cost the churn of the node profile ~7 % of its CPU;
 //   - every few seconds, when the Go heap holds more than a MiB of free pages, or more than a MiB
 //     of garbage beyond what the last collection found live (a burst's leftovers: the heap grows
 //     to twice the live heap before the collector runs, and an idle hub never reaches that), it
@@ -88,6 +88,7 @@ type giver struct {
 	allocs uint64    // bytes allocated in all, at the last tick
 	at     time.Time // the last tick
 	busy   int       // busy ticks in a row
+	burst  bool      // a busy tick came since the last quiet tick that looked at the image
 	image  bool      // the binary's pages are dropped at quiet ticks once start-up has settled
 	// base is the binary's resident bytes at the first quiet tick after the last drop (what the
 	// hub's work faults back in), -1 until that tick; last is theirs at the last quiet tick.
@@ -107,6 +108,7 @@ func (g *giver) quiet(allocs uint64, now time.Time) bool {
 	g.allocs, g.at = allocs, now
 	if busy {
 		g.busy++
+		g.burst = true
 		return false
 	}
 	g.busy = 0
@@ -124,24 +126,25 @@ func (g *giver) next(quiet bool) time.Duration {
 }
 
 // regrown takes the binary's resident bytes at a quiet tick and reports whether they grew by more
-// than imageRegrowth since the last quiet tick (a burst ran code the hub's steady work does not),
-// or by more than imageCreep past the working set, which the first quiet tick after a drop
-// measures. Faulted in page by page, the steady work's pages come back a few at a time over
-// minutes (its rarer paths: heartbeats, bookmarks, syncs): measured against the working set alone,
-// that growth passed imageRegrowth every few ticks of the node profile's churn, and the drops and
-// the faults after them tripled its page faults.
+// than imageRegrowth since the last quiet tick with a busy tick in between (a burst ran code the
+// hub's steady work does not), or by more than imageCreep past the working set, which the first
+// quiet tick after a drop measures. Faulted in page by page, the steady work's pages come back
+// over tens of seconds after a drop (the collections' scans of the stacks read the function
+// tables, a page at a time; heartbeats, bookmarks, syncs): measured against the working set of
+// the first quiet tick, that growth passed imageRegrowth within 10 s, and the hub dropped its
+// pages every 10 s, idle or not, and faulted them back (3.4 times the churn's page faults).
 func (g *giver) regrown(resident int64) bool {
 	if resident < 0 {
 		return true // unknown: drop, as before the working set was measured
 	}
-	last := g.last
-	g.last = resident
+	last, burst := g.last, g.burst
+	g.last, g.burst = resident, false
 	if g.base < 0 {
 		g.base = resident
 		return false
 	}
 	g.base = min(g.base, resident)
-	return resident > last+imageRegrowth || resident > g.base+imageCreep
+	return burst && resident > last+imageRegrowth || resident > g.base+imageCreep
 }
 
 // dropped records a drop of the binary's pages: the next quiet tick measures the working set.
