@@ -68,8 +68,9 @@ func uffdIoctl(fd int, req uintptr, arg unsafe.Pointer) error {
 
 // imagePageByPage turns fault-around off for the binary's read-only segments (faultPageByPage)
 // and drops what start-up faulted in 64 KiB at a time (what runs comes back page by page: the
-// start-up peak went from 20.0–22.5 to 17.8–18.9 MiB, the cold start unchanged); it returns what
-// turns fault-around back on (nil when it was not turned off). An error says what was not done.
+// node profile's start-up peak went from 20.0–22.5 to 16.2–20.3 MiB, the cold start unchanged);
+// it returns what turns fault-around back on (nil when it was not turned off). An error says
+// what was not done.
 func imagePageByPage() (undo func(), err error) {
 	spans, err := readOnlyImage()
 	if err != nil {
