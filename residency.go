@@ -17,13 +17,16 @@ import (
 //   - when start-up has settled, and then at a quiet tick when they grew, the pages of the
 //     binary's read-only segments are dropped from the resident set: what start-up touched (every
 //     package's init, k8s.io/api's tables), and what a burst touched (the node's clients' first
-//     lists run code that idle watches never do), with the kernel mapping the 64 KiB around each
-//     page it faults in (a burst left 10.6 of the binary's 13 MiB resident). What stays in use
-//     comes back at its next touch from the page cache: a minor fault, nothing read from flash.
-//     They are dropped only when more than imageRegrowth of them came back since the working set
-//     that followed the last drop (measured at the first quiet tick after it): a hub that runs the
-//     same code all along — idle, or a steady churn of events — would only fault the same pages
-//     back in every tick, which cost the churn of the node profile ~7 % of its CPU;
+//     lists run code that idle watches never do). Where the kernel allows it, those segments are
+//     first registered so that each fault maps its own page alone (faultaround.go); elsewhere
+//     the kernel maps the 64 KiB around each page it faults in (a burst left 10.6 of the binary's
+//     13 MiB resident; page by page, 5.1). What stays in use comes back at its next touch from the
+//     page cache: a minor fault, nothing read from flash.
+//     They are dropped only when more than imageRegrowth of them came back since the last quiet
+//     tick and a busy tick came in between (a burst), or more than imageCreep since the working
+//     set that followed the last drop (measured at the first quiet tick after it): a hub that runs
+//     the same code all along — idle, or a steady churn of events — would only fault the same
+//     pages back in every tick, which cost the churn of the node profile ~7 % of its CPU;
 //   - every few seconds, when the Go heap holds more than a MiB of free pages, or more than a MiB
 //     of garbage beyond what the last collection found live (a burst's leftovers: the heap grows
 //     to twice the live heap before the collector runs, and an idle hub never reaches that), it
@@ -42,7 +45,8 @@ const (
 	recheckAfter  = time.Second
 	trimAbove     = 1 << 20
 	quietBelow    = 1 << 20 // bytes allocated over trimEvery by a quiet hub
-	imageRegrowth = 1 << 20 // bytes of the binary's pages come back past the working set
+	imageRegrowth = 1 << 20 // bytes of the binary's pages come back since the last quiet tick
+	imageCreep    = 4 << 20 // bytes of the binary's pages come back past the working set
 )
 
 // giveBackMemory runs until ctx ends.
@@ -52,6 +56,13 @@ func giveBackMemory(ctx context.Context, log *slog.Logger) {
 	settled := time.NewTimer(startupSettle)
 	defer settled.Stop()
 	g := newGiver(readHeap().allocs, time.Now())
+	undo, err := imagePageByPage()
+	if undo != nil {
+		defer undo()
+	}
+	if err != nil {
+		log.Debug("the binary's pages: fault-around left on, or start-up's pages kept", "err", err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -77,14 +88,15 @@ type giver struct {
 	allocs uint64    // bytes allocated in all, at the last tick
 	at     time.Time // the last tick
 	busy   int       // busy ticks in a row
+	burst  bool      // a busy tick came since the last quiet tick that looked at the image
 	image  bool      // the binary's pages are dropped at quiet ticks once start-up has settled
 	// base is the binary's resident bytes at the first quiet tick after the last drop (what the
-	// hub's work faults back in), -1 until that tick.
-	base int64
+	// hub's work faults back in), -1 until that tick; last is theirs at the last quiet tick.
+	base, last int64
 }
 
 func newGiver(allocs uint64, now time.Time) giver {
-	return giver{allocs: allocs, at: now, base: -1}
+	return giver{allocs: allocs, at: now, base: -1, last: -1}
 }
 
 // quiet takes the tick's count of bytes allocated in all and its time; when less than
@@ -96,6 +108,7 @@ func (g *giver) quiet(allocs uint64, now time.Time) bool {
 	g.allocs, g.at = allocs, now
 	if busy {
 		g.busy++
+		g.burst = true
 		return false
 	}
 	g.busy = 0
@@ -112,23 +125,30 @@ func (g *giver) next(quiet bool) time.Duration {
 	return trimEvery
 }
 
-// regrown takes the binary's resident bytes at a quiet tick and reports whether they grew past
-// the working set by more than imageRegrowth (a burst ran code the hub's steady work does not);
-// the first quiet tick after a drop measures the working set.
+// regrown takes the binary's resident bytes at a quiet tick and reports whether they grew by more
+// than imageRegrowth since the last quiet tick with a busy tick in between (a burst ran code the
+// hub's steady work does not), or by more than imageCreep past the working set, which the first
+// quiet tick after a drop measures. Faulted in page by page, the steady work's pages come back
+// over tens of seconds after a drop (the collections' scans of the stacks read the function
+// tables, a page at a time; heartbeats, bookmarks, syncs): measured against the working set of
+// the first quiet tick, that growth passed imageRegrowth within 10 s, and the hub dropped its
+// pages every 10 s, idle or not, and faulted them back (3.4 times the churn's page faults).
 func (g *giver) regrown(resident int64) bool {
 	if resident < 0 {
 		return true // unknown: drop, as before the working set was measured
 	}
+	last, burst := g.last, g.burst
+	g.last, g.burst = resident, false
 	if g.base < 0 {
 		g.base = resident
 		return false
 	}
 	g.base = min(g.base, resident)
-	return resident > g.base+imageRegrowth
+	return burst && resident > last+imageRegrowth || resident > g.base+imageCreep
 }
 
 // dropped records a drop of the binary's pages: the next quiet tick measures the working set.
-func (g *giver) dropped() { g.base = -1 }
+func (g *giver) dropped() { g.base, g.last = -1, -1 }
 
 // residentImage is the process's resident file-backed bytes (the "shared" field of
 // /proc/self/statm: the binary's pages, the hub maps no other file), -1 when unknown.
@@ -198,23 +218,45 @@ func dropImage(log *slog.Logger) {
 // flash unless the kernel needed the memory anyway) and those still in use come back on their next
 // touch. Writable segments are never touched. The mappings are found first and dropped together
 // at the end, with raw system calls: what runs after the first drop faults its pages back in (the
-// kernel maps the 64 KiB around each faulting page), and reading /proc/self/maps in between
-// brought back 1.5 MiB at once.
+// kernel maps the 64 KiB around each faulting page unless faultPageByPage turned that off), and
+// reading /proc/self/maps in between brought back 1.5 MiB at once.
 func unmapReadOnlyImage() (int64, error) {
-	exe, err := os.Readlink("/proc/self/exe")
+	spans, err := readOnlyImage()
 	if err != nil {
 		return 0, err
+	}
+	return dropSpans(spans)
+}
+
+// dropSpans applies MADV_DONTNEED to spans (start, length) and returns how many bytes of address
+// space it covered.
+func dropSpans(spans [][2]uintptr) (int64, error) {
+	var total int64
+	for _, sp := range spans {
+		if _, _, errno := unix.RawSyscall(unix.SYS_MADVISE, sp[0], sp[1], unix.MADV_DONTNEED); errno != 0 {
+			return total, errno
+		}
+		total += int64(sp[1])
+	}
+	return total, nil
+}
+
+// readOnlyImage is the executable's non-writable mappings (text, read-only data), each as its
+// start and length.
+func readOnlyImage() ([][2]uintptr, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, err
 	}
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var spans [8][2]uintptr // a Go binary maps text and read-only data: two, or a few more
-	n := 0
+	spans := make([][2]uintptr, 0, 8) // a Go binary maps text and read-only data: two, or a few more
 	for line := range strings.Lines(string(maps)) {
 		// "start-end perms offset dev inode path"
 		fields := strings.Fields(line)
-		if len(fields) < 6 || fields[5] != exe || strings.IndexByte(fields[1], 'w') >= 0 || n == len(spans) {
+		if len(fields) < 6 || fields[5] != exe || strings.IndexByte(fields[1], 'w') >= 0 || len(spans) == cap(spans) {
 			continue
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
@@ -226,15 +268,7 @@ func unmapReadOnlyImage() (int64, error) {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		spans[n] = [2]uintptr{uintptr(start), uintptr(end - start)}
-		n++
+		spans = append(spans, [2]uintptr{uintptr(start), uintptr(end - start)})
 	}
-	var total int64
-	for _, sp := range spans[:n] {
-		if _, _, errno := unix.RawSyscall(unix.SYS_MADVISE, sp[0], sp[1], unix.MADV_DONTNEED); errno != 0 {
-			return total, errno
-		}
-		total += int64(sp[1])
-	}
-	return total, nil
+	return spans, nil
 }

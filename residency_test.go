@@ -115,6 +115,7 @@ func TestImageDroppedOnlyWhenItGrew(t *testing.T) {
 		{11 * mib, true}, // a burst ran code the steady work does not
 	}
 	for i, s := range steps {
+		g.burst = s.drop // the burst's busy ticks
 		if got := g.regrown(s.resident); got != s.drop {
 			t.Fatalf("tick %d, %d bytes resident: drop %v, want %v", i, s.resident, got, s.drop)
 		}
@@ -126,8 +127,40 @@ func TestImageDroppedOnlyWhenItGrew(t *testing.T) {
 	if g.regrown(6*mib + mib/2) {
 		t.Fatal("dropped the working set that came back")
 	}
+	g.burst = true
 	if !g.regrown(8 * mib) {
 		t.Fatal("2 MiB past the working set kept")
+	}
+}
+
+// Faulted in page by page, a steady hub's pages come back a few at a time over minutes (its rarer
+// paths), and after a drop its working set comes back over tens of seconds: that growth is kept
+// until it passes imageCreep; a burst's MiB between two quiet ticks, with a busy tick between
+// them, is dropped at once.
+func TestImageCreepKeptBurstDropped(t *testing.T) {
+	const mib = 1 << 20
+	g := newGiver(0, time.Now())
+	resident := int64(mib) // the working set measured after a drop
+	if g.regrown(resident) {
+		t.Fatal("the first quiet tick after a drop dropped again")
+	}
+	for resident+mib/2 <= mib+imageCreep { // half a MiB more at each quiet tick
+		resident += mib / 2
+		if g.regrown(resident) {
+			t.Fatalf("dropped at %d bytes, creeping from 1 MiB: the steady work's pages", resident)
+		}
+	}
+	if !g.regrown(resident + mib/2) {
+		t.Fatalf("kept %d bytes, more than imageCreep past the working set", resident+mib/2)
+	}
+	g.dropped()
+	g.regrown(mib)
+	if g.regrown(mib + mib + mib/2) {
+		t.Fatal("1.5 MiB come back between two quiet ticks with no busy tick between (the working set faulted back) dropped")
+	}
+	g.quiet(8<<20, time.Now().Add(trimEvery)) // a burst's busy tick
+	if !g.regrown(mib + 3*mib) {
+		t.Fatal("a burst's 1.5 MiB between two quiet ticks kept")
 	}
 }
 

@@ -32,6 +32,7 @@ type churnFigures struct {
 	dropped, errors   float64
 	cpu               time.Duration
 	switches          int64 // context switches of the hub's threads
+	faults            int64 // minor page faults of the hub (the binary's pages faulted back in, new heap)
 	peakKiB, afterKiB int64
 }
 
@@ -100,6 +101,7 @@ func churnPhase(e *env, h *harness.Hub, ns string, services, rate int, d time.Du
 	f.dropped, f.errors = max(after.dropped, 0)-max(before.dropped, 0), max(after.errors, 0)-max(before.errors, 0)
 	f.cpu, f.blockWrites, f.fileBytes = after.cpu-before.cpu, after.disk-before.disk, after.written-before.written
 	f.switches = after.switches - before.switches
+	f.faults = after.faults - before.faults
 	f.records, f.syncs, f.compacted = after.records-before.records, after.syncs-before.syncs, after.compacted-before.compacted
 	f.afterKiB, _ = rssKiB(h)
 	if profiled != nil {
@@ -167,7 +169,7 @@ func (f churnFigures) print() {
 		amp = (f.fileBytes + f.compacted) / f.fileBytes
 	}
 	fmt.Printf("compaction_write_amplification%s\t%.2f\t\t((appended + compaction's bytes) / appended; compaction wrote %.0f KiB)\n", tag, amp, f.compacted/1024)
-	fmt.Printf("cpu_per_update%s\t%.3f ms\tgoal ≤ 0.5 ms\t(hub CPU %.2f s; %.1f context switches of its threads per update)\n", tag, f.cpu.Seconds()*1000/n, f.cpu.Seconds(), float64(f.switches)/n)
+	fmt.Printf("cpu_per_update%s\t%.3f ms\tgoal ≤ 0.5 ms\t(hub CPU %.2f s; %.1f context switches of its threads per update; %d minor page faults in all)\n", tag, f.cpu.Seconds()*1000/n, f.cpu.Seconds(), float64(f.switches)/n, f.faults)
 	// The memory goal is the node profile's (10 updates/s); the 100/s phase is there for flash.
 	rssGoal, rssNote := "goal ≤ 20 MiB", ""
 	if f.rate >= 100 {
@@ -213,7 +215,7 @@ func parentDir(p string) string {
 // hubCounters are the hub's counters a churn phase reports the difference of.
 type hubCounters struct {
 	cpu                                                 time.Duration
-	disk, switches                                      int64
+	disk, switches, faults                              int64
 	written, records, syncs, compacted, dropped, errors float64
 }
 
@@ -225,6 +227,7 @@ func snapshotHub(h *harness.Hub, start bool) hubCounters {
 	if !start {
 		c.cpu, _ = cpuTime(h.Pid())
 		c.switches = contextSwitches(h.Pid())
+		c.faults, _ = minorFaults(h.Pid())
 	}
 	c.disk, _ = diskWriteBytes(h.Pid())
 	m := scrape(h)
@@ -235,6 +238,7 @@ func snapshotHub(h *harness.Hub, start bool) hubCounters {
 	c.dropped = m[`nodehub_cache_dropped_total{resource="endpointslices"}`]
 	c.errors = m[`nodehub_cache_errors_total{resource="endpointslices"}`]
 	if start {
+		c.faults, _ = minorFaults(h.Pid())
 		c.switches = contextSwitches(h.Pid())
 		c.cpu, _ = cpuTime(h.Pid())
 	}

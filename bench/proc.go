@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,17 @@ func procStatusKiB(pid int, field string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s for pid %d", field, pid)
+}
+
+// minorFaults is the process's minor page faults so far (from /proc/<pid>/stat).
+func minorFaults(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	return strconv.ParseInt(f[7], 10, 64)
 }
 
 // cpuTime is the user+system CPU time the process has used (from /proc/<pid>/stat).
@@ -110,12 +122,25 @@ func samplePeakSplit(h *harness.Hub) func() string {
 		var max, anon, file int64
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
+		var trace strings.Builder // BENCH_RSS_TRACE=file: every sample, for a look at the burst
+		start := time.Now()
+		defer func() {
+			if name := os.Getenv("BENCH_RSS_TRACE"); name != "" {
+				_ = os.WriteFile(name, []byte(trace.String()), 0o644)
+			}
+		}()
 		for {
 			r, err1 := procStatusKiB(h.Pid(), "VmRSS")
 			a, err2 := procStatusKiB(h.Pid(), "RssAnon")
 			f, err3 := procStatusKiB(h.Pid(), "RssFile")
+			fmt.Fprintf(&trace, "%.2f\t%d\t%d\t%d\n", time.Since(start).Seconds(), r, a, f)
 			if err1 == nil && err2 == nil && err3 == nil && r > max {
 				max, anon, file = r, a, f
+				if dir := os.Getenv("BENCH_SMAPS_DIR"); dir != "" { // the mappings at the highest sample (no --profiling)
+					if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", h.Pid())); err == nil {
+						_ = os.WriteFile(filepath.Join(dir, "smaps-peak.txt"), smaps, 0o644)
+					}
+				}
 			}
 			select {
 			case <-done:
