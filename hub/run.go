@@ -217,7 +217,11 @@ func (s *Server) serveLane(ctx context.Context, g *group, l *lane.Lane, ln net.L
 	go func() { errc <- l.Serve(ln) }()
 	select {
 	case err := <-errc:
-		l.Shutdown(g.stopContext()) // the connections it still serves
+		// The port failed (not a temporary failure: those the lane waits out): the hub stops;
+		// the connections the lane still serves get the stop's time.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
+		defer cancel()
+		l.Shutdown(sctx)
 		return err
 	case <-ctx.Done():
 	}

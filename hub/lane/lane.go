@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -52,26 +53,39 @@ func New(base context.Context, hs *http.Server, log *slog.Logger, addr net.Addr)
 func (f *Lane) Serve(ln net.Listener) error {
 	hsDone := make(chan error, 1)
 	go func() { hsDone <- f.hs.Serve(f.handoff) }()
-	var err error
-	for {
-		var c net.Conn
-		if c, err = ln.Accept(); err != nil {
-			break
-		}
-		lc := &laneConn{Conn: c, limit: -1}
-		if !f.track(lc) {
-			c.Close()
-			continue
-		}
-		f.wg.Add(1)
-		go f.serveConn(lc)
-	}
+	err := f.accept(ln)
 	f.handoff.Close()
 	<-hsDone
 	return err
 }
 
-// track adds a connection (not while closing).
+// accept serves each connection ln accepts on a goroutine of its own until ln fails; a
+// temporary failure (out of descriptors) is waited out as net/http does: 5 ms, doubling to 1 s.
+func (f *Lane) accept(ln net.Listener) error {
+	var wait time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Temporary() { //nolint:staticcheck // as net/http's Serve
+				wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+				f.log.Debug("proxy: accept failed; retrying", "err", err, "in", wait)
+				time.Sleep(wait)
+				continue
+			}
+			return err
+		}
+		wait = 0
+		lc := &laneConn{Conn: c, limit: -1}
+		if !f.track(lc) {
+			c.Close()
+			continue
+		}
+		go f.serveConn(lc)
+	}
+}
+
+// track adds a connection and counts its goroutine (not while closing: Shutdown waits for every
+// goroutine counted before it set closing).
 func (f *Lane) track(c *laneConn) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -79,6 +93,7 @@ func (f *Lane) track(c *laneConn) bool {
 		return false
 	}
 	f.conns[c] = false
+	f.wg.Add(1)
 	return true
 }
 
@@ -128,12 +143,16 @@ func (f *Lane) Shutdown(ctx context.Context) {
 // serveConn serves c's requests until it closes, fails, or is handed over.
 func (f *Lane) serveConn(c *laneConn) {
 	defer f.wg.Done()
-	ctx := context.WithValue(f.base, http.LocalAddrContextKey, c.LocalAddr())
+	// As net/http's: the server (with it, the ReverseProxy aborts an answer the cloud cut short,
+	// rather than end it as if whole) and the address the connection arrived on.
+	ctx := context.WithValue(f.base, http.ServerContextKey, f.hs)
+	ctx = context.WithValue(ctx, http.LocalAddrContextKey, c.LocalAddr())
 	remote := c.RemoteAddr().String()
 	br := bufio.NewReaderSize(c, 4<<10)
 	bw := bufio.NewWriterSize(c, 4<<10)
-	for {
-		req, ok := f.nextRequest(c, br)
+	setDeadline(c, f.hs.ReadHeaderTimeout) // the first head, from the accept
+	for first := true; ; first = false {
+		req, ok := f.nextRequest(c, br, first)
 		if !ok {
 			break
 		}
@@ -153,22 +172,32 @@ func (f *Lane) serveConn(c *laneConn) {
 	c.Close()
 }
 
-// nextRequest waits for the next request (the idle timeout) and reads its head (the header
-// timeout and size bound), recording the bytes read so it can be handed over whole. A head the
-// lane cannot read, it hands over (net/http answers 400 or 431 as it always did): nil, true then;
-// false when the connection closed, timed out, or the lane is closing.
-func (f *Lane) nextRequest(c *laneConn, br *bufio.Reader) (*http.Request, bool) {
+// nextRequest waits for the next request and reads its head, with net/http's bounds: the first
+// head within ReadHeaderTimeout of the connection's accept, a later one within IdleTimeout (for
+// its first byte) and then ReadHeaderTimeout; MaxHeaderBytes. It records the bytes read so a
+// request can be handed over whole. A head the lane cannot read, it hands over (net/http answers
+// 400 or 431 as it always did): nil, true then; false when the connection closed, timed out, or
+// the lane is closing.
+func (f *Lane) nextRequest(c *laneConn, br *bufio.Reader, first bool) (*http.Request, bool) {
 	if !f.setIdle(c, true) {
 		return nil, false
 	}
-	_ = c.SetReadDeadline(time.Now().Add(f.hs.IdleTimeout))
+	if !first {
+		setDeadline(c, f.hs.IdleTimeout)
+	}
 	_, err := br.Peek(1)
 	if !f.setIdle(c, false) || err != nil {
 		return nil, false
 	}
-	_ = c.SetReadDeadline(time.Now().Add(f.hs.ReadHeaderTimeout))
+	if !first {
+		setDeadline(c, f.hs.ReadHeaderTimeout)
+	}
 	buffered, _ := br.Peek(br.Buffered())
-	c.record(buffered, f.hs.MaxHeaderBytes+4096) // net/http's bound and its slack
+	max := f.hs.MaxHeaderBytes
+	if max <= 0 {
+		max = http.DefaultMaxHeaderBytes
+	}
+	c.record(buffered, max+4096) // net/http's bound and its slack
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return nil, c.over || !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !isTimeout(err)
@@ -177,23 +206,42 @@ func (f *Lane) nextRequest(c *laneConn, br *bufio.Reader) (*http.Request, bool) 
 	return req, true
 }
 
-// laneServes reports whether the lane answers req itself: an HTTP/1.1 GET with a plain Host, no
-// body, no upgrade and no expectation, that is neither a watch nor a followed log.
+// setDeadline gives c's reads d from now; none when d is zero (as net/http reads its timeouts).
+func setDeadline(c net.Conn, d time.Duration) {
+	var t time.Time
+	if d > 0 {
+		t = time.Now().Add(d)
+	}
+	_ = c.SetReadDeadline(t)
+}
+
+// laneServes reports whether the lane answers req itself: an HTTP/1.1 GET in origin form with a
+// plain Host, no body, no upgrade and no expectation, that is neither a watch, a followed log nor
+// a proxy subresource (long requests, whose end the client's going away must cause: net/http's
+// server notices it). The query's keys are read decoded, as the apiserver reads them: "watch"
+// or "follow" with any value, or none, goes to net/http.
 func laneServes(r *http.Request) bool {
-	if r.Method != http.MethodGet || r.ContentLength != 0 || len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
+	if r.Method != http.MethodGet || r.ContentLength != 0 || len(r.TransferEncoding) > 0 || r.ProtoMajor != 1 || r.ProtoMinor < 1 {
 		return false
 	}
-	if r.Host == "" || strings.ContainsAny(r.Host, " \t/\\@") || len(r.Header["Host"]) > 0 {
-		return false // net/http answers a missing or odd Host 400
+	if r.URL.Host != "" || r.Host == "" || strings.ContainsAny(r.Host, " \t/\\@?#") {
+		return false // net/http answers an absolute URI without Host, a missing or odd Host 400
 	}
 	if r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
 		return false
 	}
-	if strings.Contains(r.URL.Path, "/watch/") {
+	for seg := range strings.SplitSeq(r.URL.Path, "/") {
+		if seg == "watch" || seg == "proxy" {
+			return false
+		}
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
 		return false
 	}
-	q := r.URL.RawQuery
-	return !strings.Contains(q, "watch=") && !strings.Contains(q, "follow=")
+	_, watch := q["watch"]
+	_, follow := q["follow"]
+	return !watch && !follow
 }
 
 // serveRequest runs the handler on req and finishes its answer; false when the connection must

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -265,5 +268,154 @@ func TestLaneHandsOverWhatNetHTTPRefuses(t *testing.T) {
 		if got := rawExchange(t, u.addr, raw); !strings.HasPrefix(got, "HTTP/1.1 400") {
 			t.Errorf("%q: %q, want 400", raw, got)
 		}
+	}
+}
+
+// A GET the lane does not answer itself: watches and followed logs however their keys are
+// spelled (the apiserver reads them decoded, and a key without a value as true), proxy
+// subresources, HTTP/2 heads, absolute URIs.
+func TestLaneServesOnlyShortGets(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"GET /api/v1/pods?limit=500 HTTP/1.1\r\nHost: x\r\n\r\n":                     true,
+		"GET /api/v1/pods?watch=true HTTP/1.1\r\nHost: x\r\n\r\n":                    false,
+		"GET /api/v1/pods?%77atch=true HTTP/1.1\r\nHost: x\r\n\r\n":                  false,
+		"GET /api/v1/pods?watch HTTP/1.1\r\nHost: x\r\n\r\n":                         false,
+		"GET /api/v1/namespaces/a/pods/b/log?follow HTTP/1.1\r\nHost: x\r\n\r\n":     false,
+		"GET /api/v1/namespaces/a/pods/b/log?%66ollow=1 HTTP/1.1\r\nHost: x\r\n\r\n": false,
+		"GET /api/v1/watch/pods HTTP/1.1\r\nHost: x\r\n\r\n":                         false,
+		"GET /api/v1/namespaces/a/services/b/proxy/c HTTP/1.1\r\nHost: x\r\n\r\n":    false,
+		"GET /api/v1/pods HTTP/2.0\r\nHost: x\r\n\r\n":                               false,
+		"GET http://x/api/v1/pods HTTP/1.1\r\n\r\n":                                  false,
+	} {
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		if got := laneServes(req); got != want {
+			t.Errorf("%q: the lane serves it: %v, want %v", raw, got, want)
+		}
+	}
+}
+
+// An answer the cloud cuts short reaches the client as cut short (the ReverseProxy aborts it: the
+// lane's requests carry the server, as net/http's do), never as a whole chunked answer.
+func TestLaneAnswerCutShortIsNotWhole(t *testing.T) {
+	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, strings.Repeat("x", 10<<10))
+		http.NewResponseController(w).Flush() // chunked: no length tells the client it is short
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}))
+	defer cloud.Close()
+	target, _ := url.Parse(cloud.URL)
+	u := startLane(t, httputil.NewSingleHostReverseProxy(target).ServeHTTP)
+	resp, err := http.Get("http://" + u.addr + "/api/v1/pods")
+	if err != nil {
+		return // cut before the head: as good
+	}
+	defer resp.Body.Close()
+	if b, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("%d bytes of an answer cut short read as whole", len(b))
+	}
+}
+
+// A connection that sends nothing is closed after ReadHeaderTimeout from its accept, not after
+// IdleTimeout (the wait between requests).
+func TestLaneFirstRequestHasTheHeaderTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: time.Hour}
+	l := New(context.Background(), hs, slog.New(slog.DiscardHandler), ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(ln) }()
+	defer func() {
+		ln.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l.Shutdown(ctx)
+		<-done
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second)) // far past the header timeout, far short of the idle one
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a silent new connection: %v, want closed by the hub", err)
+	}
+}
+
+// Headers changed after WriteHeader are not sent (as net/http), and a Content-Length that is not
+// a number is dropped: the answer's framing stays whole.
+func TestLaneHeadIsWhatWriteHeaderSaw(t *testing.T) {
+	u := startLane(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bad" {
+			w.Header().Set("Content-Length", "abc")
+		}
+		w.WriteHeader(http.StatusOK)
+		w.Header().Set("Content-Length", "7")
+		_, _ = io.WriteString(w, "hello")
+	})
+	for _, p := range []string{"/late", "/bad", "/late"} {
+		resp, err := http.Get("http://" + u.addr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "hello" {
+			t.Errorf("%s: %q, %v; want hello", p, b, err)
+		}
+	}
+}
+
+// flakyListener fails its first Accepts with a temporary error (out of descriptors).
+type flakyListener struct {
+	net.Listener
+	fails atomic.Int32
+}
+
+type tempErr struct{}
+
+func (tempErr) Error() string   { return "too many open files" }
+func (tempErr) Timeout() bool   { return false }
+func (tempErr) Temporary() bool { return true }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, tempErr{}
+	}
+	return l.Listener.Accept()
+}
+
+// A temporary accept failure is waited out, as net/http's server does: the port keeps serving.
+func TestLaneWaitsOutATemporaryAcceptFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyListener{Listener: ln}
+	fl.fails.Store(3)
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })}
+	l := New(context.Background(), hs, slog.New(slog.DiscardHandler), ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(fl) }()
+	cl := &http.Client{Timeout: 30 * time.Second} // far past the waits (5 + 10 + 20 ms)
+	resp, err := cl.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatalf("after temporary accept failures: %v", err)
+	}
+	resp.Body.Close()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l.Shutdown(ctx)
+	if err := <-done; err == nil {
+		t.Error("Serve returned no error for a closed listener")
 	}
 }

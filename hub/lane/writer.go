@@ -17,10 +17,11 @@ import (
 type writer struct {
 	c      net.Conn
 	bw     *bufio.Writer
-	header http.Header
+	header http.Header // the handler's
+	sent   http.Header // the head's: the handler's as WriteHeader found them
 
 	status   int   // 0 until WriteHeader
-	sent     bool  // the head is written
+	headSent bool  // the head is written
 	chunked  bool  // the body goes in chunks
 	declared int64 // the Content-Length the handler set; -1: none
 	written  int64
@@ -52,9 +53,15 @@ func (w *writer) WriteHeader(code int) {
 		return
 	}
 	w.status = code
-	if cl := w.header.Get("Content-Length"); cl != "" {
-		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+	// The head is what the headers are now (a change after WriteHeader is not sent, as with
+	// net/http); a Content-Length that is not one number is not sent either.
+	w.sent = w.header.Clone()
+	if cl := w.sent["Content-Length"]; len(cl) > 0 {
+		n, err := strconv.ParseInt(cl[0], 10, 64)
+		if len(cl) == 1 && err == nil && n >= 0 {
 			w.declared = n
+		} else {
+			delete(w.sent, "Content-Length")
 		}
 	}
 }
@@ -69,7 +76,7 @@ func (w *writer) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
-	if !w.sent {
+	if !w.headSent {
 		if w.declared < 0 && len(w.pending)+len(p) <= laneHold {
 			w.pending = append(w.pending, p...)
 			return len(p), nil
@@ -108,9 +115,9 @@ func (w *writer) writeBody(p []byte) (int, error) {
 
 // sendHead writes the status line and headers, then the body held.
 func (w *writer) sendHead() {
-	w.sent = true
+	w.headSent = true
 	w.writeStatusLine(w.status)
-	h := w.header
+	h := w.sent
 	if _, ok := h["Date"]; !ok {
 		_, _ = w.bw.WriteString("Date: " + time.Now().UTC().Format(http.TimeFormat) + "\r\n")
 	}
@@ -150,7 +157,7 @@ func (w *writer) FlushError() error {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if !w.sent {
+	if !w.headSent {
 		w.chunked = w.declared < 0 && bodyAllowed(w.status)
 		w.sendHead()
 	}
@@ -172,7 +179,7 @@ func (w *writer) finish() bool {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if !w.sent {
+	if !w.headSent {
 		w.sendHead()
 	}
 	if w.chunked {
@@ -181,7 +188,7 @@ func (w *writer) finish() bool {
 	}
 	w.note(w.bw.Flush())
 	short := bodyAllowed(w.status) && !w.chunked && w.written != w.declared
-	return w.err == nil && !short && !headerHasToken(w.header.Get("Connection"), "close")
+	return w.err == nil && !short && !headerHasToken(w.sent.Get("Connection"), "close")
 }
 
 func (w *writer) note(err error) {
