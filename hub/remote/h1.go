@@ -19,7 +19,10 @@ import (
 // connection's writer goroutine and its answer back from a reader goroutine (three goroutine
 // switches per request, each a thread wake-up on a small machine); this is the hop's least cost.
 // Everything else — a request with a body, an upgrade — goes to next, a net/http Transport with
-// the same TLS configuration.
+// the same TLS configuration. Unlike net/http's, an idle connection is not read while it waits in
+// the pool: bytes a server sent after a whole answer (the apiserver sends none) would be read as
+// the next request's answer; a connection is kept only when its answer ended with nothing more
+// buffered.
 type h1Transport struct {
 	addr   string // host:port
 	dialer *net.Dialer
@@ -57,8 +60,9 @@ func newH1Transport(addr string, dialer *net.Dialer, tlsCfg *tls.Config, next *h
 
 // h1Conn is one keep-alive connection.
 type h1Conn struct {
-	raw  net.Conn // closing it ends any read or write on conn
-	conn net.Conn // raw, or the TLS connection over it
+	raw  net.Conn  // closing it ends any read or write on conn
+	conn net.Conn  // raw, or the TLS connection over it
+	head headLimit // between conn and br: bounds an answer's head
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	idle *time.Timer // closes it after h1IdleTimeout in the pool
@@ -112,7 +116,8 @@ func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (*http.Response, er
 	return resp, nil
 }
 
-// send writes req and reads the answer's headers (past any 1xx but 101).
+// send writes req and reads the answer's head (past at most h1Max1xx informational ones but
+// 101), bounded as net/http's Transport bounds it (h1MaxHead).
 func (c *h1Conn) send(req *http.Request) (*http.Response, error) {
 	if err := req.Write(c.bw); err != nil {
 		return nil, err
@@ -120,7 +125,9 @@ func (c *h1Conn) send(req *http.Request) (*http.Response, error) {
 	if err := c.bw.Flush(); err != nil {
 		return nil, err
 	}
-	for {
+	c.head.left = h1MaxHead
+	defer func() { c.head.left = -1 }()
+	for range h1Max1xx + 1 {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return nil, err
@@ -129,6 +136,36 @@ func (c *h1Conn) send(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 	}
+	return nil, errors.New("remote: too many 1xx answers")
+}
+
+// h1MaxHead and h1Max1xx are net/http's Transport's bounds on an answer's head: 10 MB
+// (MaxResponseHeaderBytes's default, with what the reader buffered beyond it), 5 informational
+// answers.
+const (
+	h1MaxHead = 10 << 20
+	h1Max1xx  = 5
+)
+
+// headLimit fails reads past left bytes (none while left is negative: the body's reads).
+type headLimit struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return l.r.Read(p)
+	}
+	if l.left == 0 {
+		return 0, errors.New("remote: the answer's head is too large")
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // get takes the most recently used idle connection, or dials one.
@@ -164,7 +201,8 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 		}
 		c.conn = tc
 	}
-	c.br = bufio.NewReaderSize(c.conn, 4<<10)
+	c.head = headLimit{r: c.conn, left: -1}
+	c.br = bufio.NewReaderSize(&c.head, 4<<10)
 	c.bw = bufio.NewWriterSize(c.conn, 4<<10)
 	return c, nil
 }

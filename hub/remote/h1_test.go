@@ -194,3 +194,37 @@ func TestH1CancelCloseIdleAndBounds(t *testing.T) {
 	b.CloseIdle()
 	waitFor(t, "idle connections to close", func() bool { return s.open.Load() == 0 })
 }
+
+// An answer whose head never ends, or that sends informational answers without end, is an error
+// at once (net/http's Transport's bounds: 10 MB, 5), not memory or a request held for good.
+func TestH1BoundsTheAnswersHead(t *testing.T) {
+	_, b := newH1Server(t, func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if r.URL.Path == "/long" {
+			_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("a", 11<<20))
+		} else {
+			for range 10 {
+				_, _ = brw.WriteString("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+			}
+		}
+		_ = brw.Flush()
+		_, _ = io.Copy(io.Discard, c) // the head never ends: held until the client goes
+	})
+	for _, p := range []string{"/long", "/hints"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		resp, err := h1Get(t, b, ctx, p)
+		late := ctx.Err() != nil
+		cancel()
+		switch {
+		case err == nil:
+			resp.Body.Close()
+			t.Errorf("%s: answered %d, want an error", p, resp.StatusCode)
+		case late:
+			t.Errorf("%s: %v: held until the deadline, want refused at its bound", p, err)
+		}
+	}
+}
