@@ -84,3 +84,14 @@ func (m MediaType) String() string {
 	}
 	return s
 }
+
+// HeaderHasToken reports whether a comma-separated header value (Connection, Upgrade) holds
+// token, in any case.
+func HeaderHasToken(v, token string) bool {
+	for t := range strings.SplitSeq(v, ",") {
+		if strings.EqualFold(strings.TrimSpace(t), token) {
+			return true
+		}
+	}
+	return false
+}

@@ -234,7 +234,11 @@ func laneServes(r *http.Request) bool {
 			return false
 		}
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	raw := r.URL.RawQuery
+	if !strings.Contains(raw, "watch") && !strings.Contains(raw, "follow") && !strings.Contains(raw, "%") {
+		return true // neither key, however spelled: no second parse of the query on the hot path
+	}
+	q, err := url.ParseQuery(raw)
 	if err != nil {
 		return false
 	}

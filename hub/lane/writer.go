@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"nodehub/wire"
 )
 
 // writer is the lane's http.ResponseWriter (lane.go): the head goes out with the
@@ -188,7 +190,7 @@ func (w *writer) finish() bool {
 	}
 	w.note(w.bw.Flush())
 	short := bodyAllowed(w.status) && !w.chunked && w.written != w.declared
-	return w.err == nil && !short && !headerHasToken(w.sent.Get("Connection"), "close")
+	return w.err == nil && !short && !wire.HeaderHasToken(w.sent.Get("Connection"), "close")
 }
 
 func (w *writer) note(err error) {
@@ -200,14 +202,4 @@ func (w *writer) note(err error) {
 // bodyAllowed reports whether an answer with this status carries a body.
 func bodyAllowed(status int) bool {
 	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
-}
-
-// headerHasToken reports whether a comma-separated header value holds token (any case).
-func headerHasToken(v, token string) bool {
-	for t := range strings.SplitSeq(v, ",") {
-		if strings.EqualFold(strings.TrimSpace(t), token) {
-			return true
-		}
-	}
-	return false
 }

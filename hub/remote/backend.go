@@ -295,16 +295,7 @@ func (b *Backend) closeIdleRequests() {
 }
 
 func isUpgrade(r *http.Request) bool {
-	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header.Get("Connection"), "upgrade")
-}
-
-func headerHasToken(v, token string) bool {
-	for _, t := range strings.Split(v, ",") {
-		if strings.EqualFold(strings.TrimSpace(t), token) {
-			return true
-		}
-	}
-	return false
+	return r.Header.Get("Upgrade") != "" && wire.HeaderHasToken(r.Header.Get("Connection"), "upgrade")
 }
 
 // Healthy reports whether the server is healthy (the balancer's first choice).
